@@ -1,0 +1,64 @@
+"""ContinuousDepth: a field plus solve settings, as a drop-in replacement for a stack of blocks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+
+from .solve import FIXED_GRID_METHODS, Stats, solve
+from .solve._state import State
+
+__all__ = ["ContinuousDepth"]
+
+
+class ContinuousDepth(nn.Module):
+    """The map ``x(t0) -> x(t1)`` of ``dx/dt = field(t, x)``, as an ``nn.Module``.
+
+    It drops in where a stack of blocks was (``vit.blocks = ContinuousDepth(field, ...)``). With
+    ``method="euler"`` and one step per unit of time it computes the residual stack the field was
+    read from; any other method of :func:`neuralode_tf.solve` integrates the same ODE more
+    accurately.
+
+    Args:
+        field: The vector field (registered as a submodule, so its parameters train).
+        t1: End of depth-time (``D`` for a weight-shared stack of ``D`` layers).
+        t0: Start of depth-time.
+        method, steps, step_size: As in :func:`~neuralode_tf.solve`. A fixed-grid method given
+            neither ``steps`` nor ``step_size`` takes unit steps, so the default, Euler, computes
+            one residual block per unit of depth-time.
+        **solve_kwargs: Any further argument of :func:`~neuralode_tf.solve` (``adjoint``,
+            ``backend``, ``rtol``, ``substep``, ...).
+
+    Attributes:
+        stats: The :class:`~neuralode_tf.solve.Stats` of the last forward call (``None`` before it).
+    """
+
+    def __init__(
+        self,
+        field: nn.Module,
+        t1: float = 1.0,
+        *,
+        t0: float = 0.0,
+        method: str = "euler",
+        steps: int | None = None,
+        step_size: float | None = None,
+        **solve_kwargs: Any,
+    ):
+        super().__init__()
+        self.field = field
+        self.t0, self.t1 = float(t0), float(t1)
+        if steps is None and step_size is None and method in FIXED_GRID_METHODS:
+            step_size = 1.0
+        self.solve_kwargs = dict(method=method, steps=steps, step_size=step_size, **solve_kwargs)
+        self.stats: Stats | None = None
+
+    def forward(self, x: State) -> State:
+        solution = solve(self.field, x, [self.t0, self.t1], **self.solve_kwargs)
+        self.stats = solution.stats
+        return solution.y1
+
+    def extra_repr(self) -> str:
+        settings = ", ".join(f"{k}={v!r}" for k, v in self.solve_kwargs.items() if v is not None)
+        return f"t0={self.t0}, t1={self.t1}, {settings}"
+

@@ -1,0 +1,73 @@
+"""Depth with weight sharing: a D-layer stack built from k independent parameter sets."""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from torch import Tensor, nn
+
+from ._parts import State, as_field
+
+__all__ = ["WeightSharedField"]
+
+
+class WeightSharedField(nn.Module):
+    """A stack of ``depth`` layers made of ``k = len(layers)`` parameter sets, read as one field on ``[0, depth]``.
+
+    Parameters vary with depth-time ``t`` piecewise constantly: on ``[0, depth]`` the field is
+
+    .. math:: f(t, x) = f_{\\sigma(t)}(x), \\qquad \\sigma(t) = \\min\\big(\\lfloor t\\, k / D \\rfloor,\\; k - 1\\big),
+
+    so set ``j`` covers ``[j D/k, (j+1) D/k)``: consecutive layers share weights. With ``D = 12``,
+    ``k = 6``, layers 0-1 use set 0, layers 2-3 set 1, and so on (Zhong et al. 2022, §2 and
+    Table 1: 12 layers from 12, 6, 4, 3, 2 or 1 independent sets). Integrated with Euler and step 1
+    it is exactly the discrete D-layer stack with that sharing; other methods and step counts
+    integrate the same ODE (Zhong et al. compare Euler with RK4).
+
+    At a piece boundary the field takes the right-hand piece; the built-in integrators evaluate a
+    stage at the end of a step as the left limit (see :mod:`neuralode_tf.solve.fixed_grid`), so
+    each step stays within one parameter set when the grid is aligned with the pieces. Adaptive
+    solvers see a field that jumps at the boundaries and step through them by rejection.
+
+    Reading ``t`` synchronises with the device when a backend passes it on an accelerator (the
+    built-in integrators keep it on the CPU). torchode's per-sample solving passes one time per
+    sample; they must then agree.
+
+    If every layer has ``parts`` (e.g. :class:`~neuralode_tf.fields.SplitField`), so does this
+    field: part ``i`` is the weight-shared stack of the layers' part ``i``, so splitting methods
+    work on weight-shared stacks too.
+
+    Args:
+        layers: The ``k`` independent layers: fields ``(t, x) -> dx`` or branches ``x -> dx``.
+        depth: ``D``, the number of layers of the stack and the length of the time interval.
+    """
+
+    def __init__(self, layers: Sequence[nn.Module], depth: float):
+        super().__init__()
+        if not layers:
+            raise ValueError("WeightSharedField needs at least one layer")
+        if not (isinstance(depth, (int, float)) and math.isfinite(depth) and depth > 0):
+            raise ValueError(f"depth must be a positive number, got {depth!r}")
+        self.layers = nn.ModuleList(as_field(layer) for layer in layers)
+        self.depth = float(depth)
+
+    def index(self, t: Tensor | float) -> int:
+        """``σ(t)``: the parameter set used at time ``t``."""
+        if isinstance(t, Tensor) and t.numel() > 1:
+            if not bool((t == t.reshape(-1)[0]).all()):
+                raise ValueError("WeightSharedField needs one time for the whole batch, got per-sample times")
+            t = t.reshape(-1)[0]
+        k = len(self.layers)
+        return min(max(math.floor(float(t) * k / self.depth), 0), k - 1)
+
+    def forward(self, t: Tensor, y: State) -> State:
+        return self.layers[self.index(t)](t, y)
+
+    @property
+    def parts(self) -> tuple["WeightSharedField", ...]:
+        """Part ``i`` shares weights across depth like the whole field does."""
+        layer_parts = [getattr(layer, "parts", None) for layer in self.layers]
+        if not all(layer_parts) or len({len(p) for p in layer_parts}) != 1:
+            raise AttributeError("parts: the layers of this WeightSharedField are not all split into the same number of parts")
+        return tuple(WeightSharedField(group, self.depth) for group in zip(*layer_parts))

@@ -1,0 +1,7 @@
+"""Residual branches: each maps ``x`` to an increment, with no skip connection inside."""
+
+from .attention import AttentionBranch
+from .mlp import MLPBranch
+from .timm import timm_block_branches
+
+__all__ = ["AttentionBranch", "MLPBranch", "timm_block_branches"]

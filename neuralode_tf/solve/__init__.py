@@ -1,0 +1,36 @@
+"""Numerics: one :func:`solve` over the built-in fixed-grid and splitting integrators, torchdiffeq
+and torchode, with backprop, checkpointing or adjoint gradients."""
+
+from ._api import BACKENDS, FIXED_GRID_METHODS, GRADIENTS, methods, solve
+from .errors import (
+    FieldOutputError,
+    InvalidStateError,
+    InvalidTimesError,
+    MaxStepsExceededError,
+    NonFiniteStateError,
+    SolveError,
+    SolverConfigError,
+    StepSizeUnderflowError,
+)
+from .solution import Solution, Stats
+from .tableaus import TABLEAUS, ButcherTableau
+
+__all__ = [
+    "solve",
+    "methods",
+    "BACKENDS",
+    "GRADIENTS",
+    "FIXED_GRID_METHODS",
+    "Solution",
+    "Stats",
+    "ButcherTableau",
+    "TABLEAUS",
+    "SolveError",
+    "InvalidTimesError",
+    "InvalidStateError",
+    "FieldOutputError",
+    "SolverConfigError",
+    "MaxStepsExceededError",
+    "StepSizeUnderflowError",
+    "NonFiniteStateError",
+]

@@ -1,0 +1,361 @@
+"""The front door: :func:`solve`, which validates its inputs and dispatches to a backend."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Literal, Sequence
+
+import torch
+from torch import Tensor
+
+from . import fixed_grid as _fixed
+from . import torchdiffeq as _tdq
+from . import torchode as _tde
+from ._counting import CountingField
+from ._grid import fixed_grid
+from ._state import State, all_finite, leaves, stack
+from .errors import (
+    InvalidStateError,
+    InvalidTimesError,
+    NonFiniteStateError,
+    SolveError,
+    SolverConfigError,
+)
+from .solution import Solution, Stats
+from .tableaus import TABLEAUS
+
+__all__ = ["solve", "BACKENDS", "GRADIENTS", "FIXED_GRID_METHODS", "methods"]
+
+Field = Callable[[Tensor, State], State]
+
+BACKENDS = ("builtin", "torchdiffeq", "torchode")
+"""Backends in the order ``backend="auto"`` tries them."""
+
+GRADIENTS = {
+    "builtin": ("backprop", "checkpoint"),
+    "torchdiffeq": ("backprop", "adjoint"),
+    "torchode": ("backprop", "adjoint"),
+}
+"""Gradient methods each backend supports."""
+
+_METHODS = {
+    "builtin": tuple(TABLEAUS) + _fixed.SPLITTING_SCHEMES,
+    "torchdiffeq": tuple(_tdq.METHODS),
+    "torchode": tuple(_tde.METHODS),
+}
+_FIXED = {"builtin": set(_METHODS["builtin"]), "torchdiffeq": _tdq.FIXED_GRID, "torchode": _tde.FIXED_GRID}
+
+FIXED_GRID_METHODS = frozenset().union(*_FIXED.values())
+"""Methods that take ``step_size`` or ``steps`` rather than tolerances."""
+
+
+def methods(backend: str) -> tuple[str, ...]:
+    """The method names ``backend`` accepts."""
+    return _METHODS[backend]
+
+
+def solve(
+    field: Field,
+    y0: State,
+    t: Sequence[float] | Tensor,
+    *,
+    method: str,
+    step_size: float | None = None,
+    steps: int | None = None,
+    substep: str | None = None,
+    rtol: float = 1e-6,
+    atol: float = 1e-8,
+    backend: Literal["auto", "builtin", "torchdiffeq", "torchode"] = "auto",
+    adjoint: Literal["backprop", "checkpoint", "adjoint"] = "backprop",
+    seminorm: bool = False,
+    per_sample: bool | None = None,
+    max_steps: int = 10_000,
+    dt0: float | None = None,
+    options: dict[str, Any] | None = None,
+) -> Solution:
+    """Integrate ``dy/dt = field(t, y)`` from ``y(t[0]) = y0`` and return ``y`` at every time in ``t``.
+
+    Args:
+        field: Callable ``(t, y) -> dy/dt``, normally an ``nn.Module`` (adjoints find its parameters).
+        y0: Initial state: a floating tensor of any shape, or a tuple of them (augmented states).
+        t: Strictly increasing, finite times, at least two.
+        method: Fixed-grid Runge-Kutta ``"euler"``, ``"midpoint"``, ``"heun"``, ``"rk4"``,
+            ``"rk4_38"``; splitting ``"lie_trotter"``, ``"strang"`` (the field needs ``parts``);
+            adaptive ``"dopri5"``, ``"tsit5"``, ``"bosh3"``, ``"dopri8"``, ...; see :func:`methods`.
+        step_size: Largest step of a fixed-grid method. Each interval between requested times is
+            split into equal steps no longer than this.
+        steps: Alternative to ``step_size``: the number of steps over ``[t[0], t[-1]]``.
+        substep: Sub-integrator of a splitting method for each part: ``"euler"`` (default),
+            ``"midpoint"``, ``"heun"``, ``"rk4"``. Lie-Trotter is first order whatever it is; Strang
+            is second order only with a second-order (or higher) sub-step.
+        rtol, atol: Tolerances of adaptive methods.
+        backend: ``"auto"`` picks the first of ``"builtin"``, ``"torchdiffeq"``, ``"torchode"`` that
+            supports the method, gradient method and ``per_sample``.
+        adjoint: How gradients are computed. ``"backprop"`` differentiates through the solver's
+            operations (discretise-then-optimise). ``"checkpoint"`` (built-in) does the same but
+            stores only the state entering each step and recomputes the step in backward.
+            ``"adjoint"`` solves the continuous adjoint ODE backwards (optimise-then-discretise):
+            torchdiffeq's ``odeint_adjoint`` or torchode's ``BacksolveAdjoint``.
+        seminorm: With torchdiffeq's adjoint, use the seminorm of Kidger et al. (2021).
+        per_sample: torchode only: per-sample step sizes (default ``True`` on torchode).
+        max_steps: Most steps an adaptive solve may take, rejected ones included.
+        dt0: First step of an adaptive method (default: chosen by the backend).
+        options: Extra backend options passed through (torchdiffeq's ``options``).
+
+    Returns:
+        A :class:`Solution` with ``ys`` (the state at each time in ``t``, stacked along dim 0),
+        ``y1`` (the final state) and ``stats``.
+
+    Raises:
+        InvalidTimesError, InvalidStateError, SolverConfigError, FieldOutputError: bad input.
+        MaxStepsExceededError, StepSizeUnderflowError: an adaptive solve failed.
+        NonFiniteStateError: NaN or Inf appeared in the state; the message gives where. The check
+            runs once at the end of the solve; only on failure is the solve replayed to find the
+            first non-finite evaluation.
+    """
+    _check_state(y0)
+    times = _check_times(t)
+    backend = _resolve_backend(field, method, backend, adjoint, substep, seminorm, per_sample)
+    step = _step_size(method, backend, times, step_size, steps)
+    stats = Stats(backend=backend)
+
+    def run(f: Field, stats: Stats) -> list[State] | State:
+        if backend == "builtin":
+            return _solve_builtin(f, y0, times, method, step, substep, adjoint == "checkpoint", stats)
+        counting = CountingField(f, stats, max_steps if step is None else None)
+        common = dict(method=method, step_size=step, rtol=rtol, atol=atol, adjoint=adjoint == "adjoint", dt0=dt0)
+        if backend == "torchdiffeq":
+            return _tdq.solve_torchdiffeq(counting, y0, times, seminorm=seminorm, options=options or {}, **common)
+        per = True if per_sample is None else per_sample
+        return _tde.solve_torchode(counting, y0, times, per_sample=per, max_steps=max_steps, **common)
+
+    try:
+        ys = run(field, stats)
+    except SolveError as err:
+        if isinstance(err, ValueError):
+            raise
+        _raise_if_nonfinite(run, field, y0, times, _evals_per_step(stats), err)
+        raise
+    ys = stack(ys) if isinstance(ys, list) else ys
+    if not bool(all_finite(ys)):
+        _raise_if_nonfinite(run, field, y0, times, _evals_per_step(stats), None)
+        raise NonFiniteStateError("NaN or Inf appeared in the solution, but a replay of the solve could not locate it")
+    return Solution(ts=torch.tensor(times, dtype=torch.float64), ys=ys, stats=stats)
+
+
+def _solve_builtin(
+    field: Field,
+    y0: State,
+    times: list[float],
+    method: str,
+    step_size: float,
+    substep: str | None,
+    checkpoint: bool,
+    stats: Stats,
+) -> list[State]:
+    scheme = method if method in _fixed.SPLITTING_SCHEMES else None
+    tableau = TABLEAUS[substep or "euler"] if scheme else TABLEAUS[method]
+    grid = fixed_grid(times, step_size)
+    n_steps = sum(len(interval) - 1 for interval in grid)
+    n_parts = len(field.parts) if scheme else 1  # type: ignore[attr-defined]
+    stats.n_accepted = n_steps
+    stats.nfe = n_steps * _fixed.nfe_per_step(scheme, tableau, n_parts)
+    stats.nfe_backward = stats.nfe if checkpoint else 0
+    first = _fixed.make_step(field, scheme, tableau, check=True)
+    rest = _fixed.make_step(field, scheme, tableau, check=False)
+    return _fixed.integrate(first, rest, y0, grid, checkpoint=checkpoint)
+
+
+# --------------------------------------------------------------------------------------------
+# Validation
+# --------------------------------------------------------------------------------------------
+
+
+def _check_state(y0: object) -> None:
+    tensors = y0 if isinstance(y0, tuple) else (y0,)
+    if not tensors or not all(isinstance(x, Tensor) for x in tensors):
+        raise InvalidStateError(
+            f"y0 must be a tensor or a non-empty tuple of tensors, got {type(y0).__name__}"
+        )
+    if not all(x.is_floating_point() for x in tensors):
+        raise InvalidStateError(f"y0 must be floating point, got dtypes {[x.dtype for x in tensors]}")
+    if len({x.device for x in tensors}) > 1:
+        raise InvalidStateError(f"the tensors of y0 must share one device, got {[str(x.device) for x in tensors]}")
+
+
+def _check_times(t: Sequence[float] | Tensor) -> list[float]:
+    if isinstance(t, Tensor):
+        if t.ndim != 1:
+            raise InvalidTimesError(f"t must be 1-D, got shape {tuple(t.shape)}")
+        times = t.detach().double().tolist()
+    else:
+        try:
+            times = [float(x) for x in t]
+        except (TypeError, ValueError) as err:
+            raise InvalidTimesError(f"t must be a 1-D sequence of numbers: {err}") from None
+    if len(times) < 2:
+        raise InvalidTimesError(f"t needs at least two times (start and end), got {len(times)}")
+    if not all(math.isfinite(x) for x in times):
+        raise InvalidTimesError(f"t must be finite, got {times}")
+    bad = [i for i in range(1, len(times)) if not times[i] > times[i - 1]]
+    if bad:
+        i = bad[0]
+        raise InvalidTimesError(
+            f"t must be strictly increasing, but t[{i}]={times[i]} follows t[{i - 1}]={times[i - 1]}"
+        )
+    return times
+
+
+def _resolve_backend(
+    field: Field,
+    method: str,
+    backend: str,
+    adjoint: str,
+    substep: str | None,
+    seminorm: bool,
+    per_sample: bool | None,
+) -> str:
+    if backend != "auto" and backend not in BACKENDS:
+        raise SolverConfigError(f"unknown backend {backend!r}; valid: 'auto', {_quoted(BACKENDS)}")
+    all_methods = sorted({m for ms in _METHODS.values() for m in ms})
+    if method not in all_methods:
+        raise SolverConfigError(f"unknown method {method!r}; valid: {_quoted(all_methods)}")
+    all_gradients = ("backprop", "checkpoint", "adjoint")
+    if adjoint not in all_gradients:
+        raise SolverConfigError(f"unknown gradient method adjoint={adjoint!r}; valid: {_quoted(all_gradients)}")
+    if substep is not None:
+        if method not in _fixed.SPLITTING_SCHEMES:
+            raise SolverConfigError(f"substep applies to the splitting methods {_quoted(_fixed.SPLITTING_SCHEMES)}, not {method!r}")
+        if substep not in TABLEAUS:
+            raise SolverConfigError(f"unknown substep {substep!r}; valid: {_quoted(TABLEAUS)}")
+    if method in _fixed.SPLITTING_SCHEMES:
+        parts = getattr(field, "parts", None)
+        if not parts:
+            raise SolverConfigError(
+                f"method {method!r} steps the parts of a split field one after another, but "
+                f"{type(field).__name__} has no non-empty `parts`; build the field with SplitField(...) "
+                "or use a method that evaluates the whole field"
+            )
+
+    def supports(name: str) -> bool:
+        return (
+            method in _METHODS[name]
+            and adjoint in GRADIENTS[name]
+            and (not seminorm or name == "torchdiffeq")
+            and (not per_sample or name == "torchode")
+        )
+
+    candidates = BACKENDS if backend == "auto" else (backend,)
+    for name in candidates:
+        if supports(name):
+            if seminorm and adjoint != "adjoint":
+                break
+            return name
+    combos = "; ".join(
+        f"{name}: methods {_quoted(_METHODS[name])}, adjoint {_quoted(GRADIENTS[name])}" for name in BACKENDS
+    )
+    asked = f"method={method!r}, backend={backend!r}, adjoint={adjoint!r}"
+    if seminorm:
+        asked += ", seminorm=True (torchdiffeq with adjoint='adjoint' only)"
+    if per_sample:
+        asked += ", per_sample=True (torchode only)"
+    raise SolverConfigError(f"no backend supports {asked}. Valid combinations: {combos}")
+
+
+def _step_size(
+    method: str, backend: str, times: list[float], step_size: float | None, steps: int | None
+) -> float | None:
+    fixed = method in _FIXED[backend]
+    if not fixed:
+        if step_size is not None or steps is not None:
+            raise SolverConfigError(
+                f"{method!r} is adaptive: it takes rtol/atol (and dt0 for its first step), not step_size or steps"
+            )
+        return None
+    if (step_size is None) == (steps is None):
+        raise SolverConfigError(f"fixed-grid method {method!r} needs exactly one of step_size= or steps=")
+    if steps is not None:
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+            raise SolverConfigError(f"steps must be a positive integer, got {steps!r}")
+        return (times[-1] - times[0]) / steps
+    if not (isinstance(step_size, (int, float)) and math.isfinite(step_size) and step_size > 0):
+        raise SolverConfigError(f"step_size must be a positive finite number, got {step_size!r}")
+    return float(step_size)
+
+
+def _quoted(names: Sequence[str]) -> str:
+    return ", ".join(repr(n) for n in names)
+
+
+# --------------------------------------------------------------------------------------------
+# Error path: locate the first non-finite value
+# --------------------------------------------------------------------------------------------
+
+
+class _Found(Exception):
+    def __init__(self, t: float, evaluation: int, what: str):
+        super().__init__()
+        self.t, self.evaluation, self.what = t, evaluation, what
+
+
+class _FiniteProbe(torch.nn.Module):
+    """Calls the field and raises :class:`_Found` at the first non-finite input or output.
+
+    Each call synchronises with the device, which is why it only runs on the error path. The parts
+    of a split field are probed too, sharing one evaluation counter.
+    """
+
+    def __init__(self, field: Field, counter: list[int] | None = None):
+        super().__init__()
+        self.field = field
+        self.counter = counter if counter is not None else [0]
+
+    def forward(self, t: Tensor, y: State) -> State:
+        self.counter[0] += 1
+        time = float(t.reshape(-1)[0])
+        if not bool(all_finite(y)):
+            raise _Found(time, self.counter[0], "in the state passed to the field")
+        out = self.field(t, y)
+        if not bool(all_finite(out)):
+            raise _Found(time, self.counter[0], "in the field's output")
+        return out
+
+    @property
+    def parts(self) -> list[Field]:
+        return [_FiniteProbe(p, self.counter) for p in self.field.parts]  # type: ignore[attr-defined]
+
+
+def _evals_per_step(stats: Stats) -> int | None:
+    """Evaluations per step of a fixed-grid built-in solve (known in advance), else None."""
+    return stats.nfe // stats.n_accepted if stats.backend == "builtin" and stats.n_accepted else None
+
+
+def _raise_if_nonfinite(
+    run: Callable[[Field, Stats], Any],
+    field: Field,
+    y0: State,
+    times: list[float],
+    evals_per_step: int | None,
+    cause: Exception | None,
+) -> None:
+    """Replay the solve with a probe; raise :class:`NonFiniteStateError` saying where NaN/Inf first appeared."""
+    if not all(bool(all_finite(leaf)) for leaf in leaves(y0)):
+        raise NonFiniteStateError("the initial state y0 contains NaN or Inf") from cause
+    probe, stats = _FiniteProbe(field), Stats()
+    try:
+        with torch.no_grad():
+            run(probe, stats)
+    except _Found as found:
+        if evals_per_step:
+            step = f"step {(found.evaluation - 1) // evals_per_step + 1} (evaluation {found.evaluation})"
+        elif stats.n_accepted + stats.n_rejected:
+            step = f"step {stats.n_accepted + stats.n_rejected + 1} (evaluation {found.evaluation})"
+        else:
+            step = f"evaluation {found.evaluation}"
+        raise NonFiniteStateError(
+            f"NaN or Inf appeared {found.what} at t={found.t:.6g}, {step} of the solve from "
+            f"t={times[0]:g} to t={times[-1]:g}. Lower the step size or the learning rate, or check "
+            "the field for blow-up"
+        ) from cause
+    except SolveError:
+        pass

@@ -1,0 +1,92 @@
+"""Helpers for states that are a tensor or a tuple of tensors (augmented states)."""
+
+from __future__ import annotations
+
+from typing import Callable, Union
+
+import torch
+from torch import Tensor
+
+from .errors import FieldOutputError
+
+State = Union[Tensor, tuple[Tensor, ...]]
+
+
+def leaves(y: State) -> tuple[Tensor, ...]:
+    """The tensors of a state, in order."""
+    return y if isinstance(y, tuple) else (y,)
+
+
+def rebuild(template: State, tensors: tuple[Tensor, ...] | list[Tensor]) -> State:
+    """A state with the structure of ``template`` made of ``tensors``."""
+    return tuple(tensors) if isinstance(template, tuple) else tensors[0]
+
+
+def tree_map(fn: Callable[..., Tensor], *states: State) -> State:
+    """Apply ``fn`` leaf by leaf to states of the same structure."""
+    if isinstance(states[0], tuple):
+        return tuple(fn(*xs) for xs in zip(*states))
+    return fn(*states)
+
+
+def axpy(y: State, terms: list[tuple[float, State]]) -> State:
+    """``y + sum(coef * k)``, skipping zero coefficients, leaf by leaf."""
+    terms = [(coef, k) for coef, k in terms if coef != 0.0]
+    if not terms:
+        return y
+    if isinstance(y, tuple):
+        return tuple(_axpy_leaf(y_i, [(coef, k[i]) for coef, k in terms]) for i, y_i in enumerate(y))
+    return _axpy_leaf(y, terms)
+
+
+def _axpy_leaf(y: Tensor, terms: list[tuple[float, Tensor]]) -> Tensor:
+    out = torch.add(y, terms[0][1], alpha=terms[0][0])
+    for coef, k in terms[1:]:
+        out = out.add(k, alpha=coef)
+    return out
+
+
+def stack(states: list[State]) -> State:
+    """Stack a list of states along a new leading (time) dimension."""
+    if isinstance(states[0], tuple):
+        return tuple(torch.stack(xs) for xs in zip(*states))
+    return torch.stack(states)
+
+
+def all_finite(y: State) -> Tensor:
+    """A 0-dim bool tensor, on the state's device (no host synchronisation)."""
+    flags = [torch.isfinite(leaf).all() for leaf in leaves(y)]
+    out = flags[0]
+    for flag in flags[1:]:
+        out = out & flag
+    return out
+
+
+def describe(y: State) -> str:
+    """Shapes, dtypes and devices of a state, for error messages."""
+    parts = [f"{tuple(x.shape)} {x.dtype} on {x.device}" for x in leaves(y)]
+    return parts[0] if not isinstance(y, tuple) else "(" + ", ".join(parts) + ")"
+
+
+def check_like(out: object, y: State, what: str) -> None:
+    """Raise :class:`FieldOutputError` unless ``out`` has the structure, shapes, dtypes and devices of ``y``.
+
+    Only metadata is compared, so this never synchronises with the device.
+    """
+    if isinstance(y, tuple):
+        ok = isinstance(out, tuple) and len(out) == len(y) and all(isinstance(o, Tensor) for o in out)
+    else:
+        ok = isinstance(out, Tensor)
+    if ok:
+        ok = all(
+            o.shape == s.shape and o.dtype == s.dtype and o.device == s.device
+            for o, s in zip(leaves(out), leaves(y))
+        )
+    if not ok:
+        got = describe(out) if isinstance(out, (Tensor, tuple)) and all(
+            isinstance(o, Tensor) for o in leaves(out)
+        ) else type(out).__name__
+        raise FieldOutputError(
+            f"{what} returned {got}, but the state is {describe(y)}. A field must return dy/dt with "
+            "the same structure (tensor or tuple of tensors), shapes, dtypes and devices as y."
+        )

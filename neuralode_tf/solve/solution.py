@@ -1,0 +1,56 @@
+"""What :func:`neuralode_tf.solve` returns: the states at the requested times and statistics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from torch import Tensor
+
+from ._state import State, tree_map
+
+__all__ = ["Stats", "Solution"]
+
+
+@dataclass
+class Stats:
+    """Counters of one solve.
+
+    Attributes:
+        nfe: Evaluations of the field during the forward solve. One evaluation is one call on
+            the whole batch, also for torchode's per-sample solving.
+        n_accepted: Accepted steps. Fixed-grid methods accept every step. With torchode's
+            per-sample solving it is the largest count over the samples.
+        n_rejected: Rejected steps (adaptive methods only), counted like ``n_accepted``.
+        nfe_backward: Evaluations during the backward pass: the adjoint's backward solve, or the
+            recomputation of each step under checkpointing. Adjoint counts are updated when
+            ``backward()`` runs; the checkpointing count is known in advance (one recomputation
+            of every step).
+        backend: The backend that ran the solve.
+    """
+
+    nfe: int = 0
+    n_accepted: int = 0
+    n_rejected: int = 0
+    nfe_backward: int = 0
+    backend: str = ""
+
+
+@dataclass
+class Solution:
+    """The result of a solve.
+
+    Attributes:
+        ts: The requested times, a 1-D tensor.
+        ys: The state at every requested time, stacked along a new leading dimension (for a tuple
+            state, a tuple of such stacks).
+        stats: The :class:`Stats` of the solve.
+    """
+
+    ts: Tensor
+    ys: State
+    stats: Stats = field(default_factory=Stats)
+
+    @property
+    def y1(self) -> State:
+        """The state at the last requested time."""
+        return tree_map(lambda y: y[-1], self.ys)

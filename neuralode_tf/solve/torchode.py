@@ -1,0 +1,128 @@
+"""Adapter to torchode (Lienen & Günnemann 2022): batch-parallel solving with per-sample step sizes.
+
+torchode integrates a ``(batch, features)`` matrix. The adapter flattens every leaf of the state
+(e.g. ``(batch, tokens, dim)``, or a tuple for augmented states) to ``(batch, features)`` and
+reshapes back before each call of the field, so fields keep seeing their natural shapes.
+
+* ``per_sample=True`` (the default): each sample has its own step size, accept/reject decisions
+  and step count, which avoids one hard sample forcing small steps on the whole batch. The field
+  then receives ``t`` as a ``(batch,)`` tensor of per-sample times.
+* ``per_sample=False``: the whole batch is one torchode sample (one step size, as torchdiffeq).
+* ``adjoint="adjoint"`` runs torchode's ``BacksolveAdjoint``. Its backward pass evaluates the
+  field one sample at a time under ``torch.func.vmap``, so the field sees states without the batch
+  dimension there and must not depend on other samples of the batch.
+* Fixed steps (``euler``, ``heun``) use one step size for the whole interval; times requested in
+  between are interpolated by torchode.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torchode as to
+from torch import Tensor, nn
+
+from ._counting import CountingField
+from ._state import State, leaves, rebuild
+from .errors import MaxStepsExceededError, SolveError, StepSizeUnderflowError
+from .solution import Stats
+
+METHODS = {"euler": to.Euler, "heun": to.Heun, "dopri5": to.Dopri5, "tsit5": to.Tsit5}
+FIXED_GRID = {"euler", "heun"}
+
+
+class _Flattened(nn.Module):
+    """The field on torchode's ``(batch, features)`` matrix."""
+
+    def __init__(self, field: nn.Module, y0: State, per_sample: bool):
+        super().__init__()
+        self.field = field
+        self.per_sample = per_sample
+        self.template = tuple(leaf[:0] for leaf in leaves(y0)) if isinstance(y0, tuple) else y0[:0]
+        self.shapes = [leaf.shape[1:] if per_sample else leaf.shape for leaf in leaves(y0)]
+        self.sizes = [math.prod(shape) for shape in self.shapes]
+
+    def flatten(self, y: State, lead: tuple[int, ...]) -> Tensor:
+        flat = [leaf.reshape(*lead, -1) for leaf in leaves(y)]
+        return flat[0] if len(flat) == 1 else torch.cat(flat, dim=-1)
+
+    def unflatten(self, y: Tensor, lead: tuple[int, ...]) -> State:
+        chunks = torch.split(y, self.sizes, dim=-1)
+        return rebuild(self.template, [c.reshape(*lead, *s) for c, s in zip(chunks, self.shapes)])
+
+    def forward(self, t: Tensor, y: Tensor) -> Tensor:
+        lead = tuple(y.shape[:-1]) if self.per_sample else ()
+        return self.flatten(self.field(t, self.unflatten(y, lead)), tuple(y.shape[:-1]))
+
+
+def solve_torchode(
+    counting: CountingField,
+    y0: State,
+    t: list[float],
+    *,
+    method: str,
+    step_size: float | None,
+    rtol: float,
+    atol: float,
+    adjoint: bool,
+    per_sample: bool,
+    max_steps: int,
+    dt0: float | None,
+) -> State:
+    """Solve with torchode; returns the states at ``t`` stacked along dim 0."""
+    flat = _Flattened(counting, y0, per_sample)
+    y_flat = flat.flatten(y0, (leaves(y0)[0].shape[0],) if per_sample else (1,))
+    batch = y_flat.shape[0]
+    t_eval = torch.tensor(t, dtype=torch.float64, device=y_flat.device).expand(batch, -1)
+
+    term = to.ODETerm(flat)
+    step_method = METHODS[method](term=term)
+    if method in FIXED_GRID:
+        controller = to.FixedStepController()
+        dt0 = step_size
+    else:
+        controller = to.IntegralController(atol=atol, rtol=rtol, term=term)
+    dt = None if dt0 is None else torch.full((batch,), dt0, dtype=torch.float64, device=y_flat.device)
+    problem = to.InitialValueProblem(y_flat, t_start=t_eval[:, 0], t_end=t_eval[:, -1], t_eval=t_eval)
+    if adjoint:
+        solver = to.BacksolveAdjoint(term, step_method, controller)
+        solver.forward_adjoint.max_steps = max_steps
+    else:
+        solver = to.AutoDiffAdjoint(step_method, controller, max_steps=max_steps)
+    solution = solver.solve(problem, dt0=dt)
+    if adjoint:
+        counting.start_backward()
+
+    _record_stats(counting.stats, solution.stats)
+    _raise_on_failure(solution.status, counting, max_steps)
+    # (batch, times, features) -> states stacked along time.
+    ys = solution.ys.transpose(0, 1)
+    lead = (len(t), batch) if per_sample else (len(t),)
+    return flat.unflatten(ys if per_sample else ys.reshape(len(t), -1), lead)
+
+
+def _record_stats(stats: Stats, raw: dict) -> None:
+    n_steps, n_accepted = raw["n_steps"], raw["n_accepted"]
+    stats.n_accepted = int(n_accepted.max())
+    stats.n_rejected = int((n_steps - n_accepted).max())
+
+
+def _raise_on_failure(status: Tensor, counting: CountingField, max_steps: int) -> None:
+    failed = status != to.Status.SUCCESS.value
+    if not bool(failed.any()):
+        return
+    code = int(status[failed][0])
+    samples = failed.nonzero().flatten().tolist()
+    where = (
+        f"for samples {samples[:10]}{' ...' if len(samples) > 10 else ''} after {counting.stats.nfe} evaluations"
+        f" (last time evaluated: {float(counting.last_t.max()):.6g})"
+    )
+    if code == to.Status.REACHED_MAX_STEPS.value:
+        raise MaxStepsExceededError(
+            f"torchode exceeded max_steps={max_steps} {where}; raise max_steps or loosen rtol/atol"
+        )
+    if code == to.Status.REACHED_DT_MIN.value:
+        raise StepSizeUnderflowError(f"torchode's step size fell below its minimum {where}")
+    # INFINITE_NORM: the caller locates the non-finite value.
+    raise SolveError(f"torchode stopped with status {to.Status(code).name} {where}")
