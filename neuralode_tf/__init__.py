@@ -1,13 +1,15 @@
 """neuralode_tf: transformer layers as ODE vector fields.
 
 Public API: :func:`solve`, :class:`Solution`, :class:`ContinuousDepth`, and the subpackages
-:mod:`neuralode_tf.fields` and :mod:`neuralode_tf.nn`.
+:mod:`neuralode_tf.numerics` (solver internals, errors, tableaus), :mod:`neuralode_tf.fields` and
+:mod:`neuralode_tf.nn`.
 """
 
 from . import fields, nn
 from .continuous import ContinuousDepth
-from .solve import Solution, Stats, solve
+from . import numerics
+from .numerics import Solution, Stats, solve
 
 __version__ = "0.1.0"
 
-__all__ = ["solve", "Solution", "Stats", "ContinuousDepth", "fields", "nn", "__version__"]
+__all__ = ["solve", "Solution", "Stats", "ContinuousDepth", "fields", "nn", "numerics", "__version__"]

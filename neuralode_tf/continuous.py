@@ -6,8 +6,8 @@ from typing import Any
 
 from torch import nn
 
-from .solve import FIXED_GRID_METHODS, Stats, solve
-from .solve._state import State
+from .numerics import FIXED_GRID_METHODS, Stats, solve
+from .numerics._state import State
 
 __all__ = ["ContinuousDepth"]
 
@@ -31,7 +31,7 @@ class ContinuousDepth(nn.Module):
             ``backend``, ``rtol``, ``substep``, ...).
 
     Attributes:
-        stats: The :class:`~neuralode_tf.solve.Stats` of the last forward call (``None`` before it).
+        stats: The :class:`~neuralode_tf.numerics.Stats` of the last forward call (``None`` before it).
     """
 
     def __init__(

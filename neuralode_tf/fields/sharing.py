@@ -26,9 +26,10 @@ class WeightSharedField(nn.Module):
     integrate the same ODE (Zhong et al. compare Euler with RK4).
 
     At a piece boundary the field takes the right-hand piece; the built-in integrators evaluate a
-    stage at the end of a step as the left limit (see :mod:`neuralode_tf.solve.fixed_grid`), so
+    stage at the end of a step as the left limit (see :mod:`neuralode_tf.numerics.fixed_grid`), so
     each step stays within one parameter set when the grid is aligned with the pieces. Adaptive
-    solvers see a field that jumps at the boundaries and step through them by rejection.
+    torchdiffeq solves step onto the boundaries (:attr:`jump_times`); torchode steps through them
+    by rejection.
 
     Reading ``t`` synchronises with the device when a backend passes it on an accelerator (the
     built-in integrators keep it on the CPU). torchode's per-sample solving passes one time per
@@ -63,6 +64,15 @@ class WeightSharedField(nn.Module):
 
     def forward(self, t: Tensor, y: State) -> State:
         return self.layers[self.index(t)](t, y)
+
+    @property
+    def jump_times(self) -> list[float]:
+        """Times where the parameters change: ``j D / k`` for ``j = 1 .. k-1``.
+
+        Adaptive torchdiffeq solves step onto them instead of rejecting steps across them.
+        """
+        k = len(self.layers)
+        return [j * self.depth / k for j in range(1, k)]
 
     @property
     def parts(self) -> tuple["WeightSharedField", ...]:

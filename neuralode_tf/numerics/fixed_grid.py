@@ -1,6 +1,6 @@
 """Built-in fixed-grid integrators: explicit Runge-Kutta and the Lie-Trotter / Strang splittings.
 
-**Runge-Kutta.** One step of size ``h`` applies a :class:`~neuralode_tf.solve.tableaus.ButcherTableau`
+**Runge-Kutta.** One step of size ``h`` applies a :class:`~neuralode_tf.numerics.tableaus.ButcherTableau`
 to the whole field.
 
 **Splitting.** For a field that is a sum ``f = f_1 + ... + f_p`` of parts (``field.parts``), a

@@ -6,6 +6,9 @@
   solves the adjoint ODE backwards instead of storing the forward pass. ``seminorm=True`` drops the
   parameter-adjoint channels from its error norm (Kidger, Chen & Lyons 2021), which typically
   saves backward evaluations without changing accuracy.
+* Adaptive methods step exactly onto every requested time (``step_t``), and onto the
+  discontinuities a field declares in ``jump_times`` (``jump_t``; e.g.
+  :class:`~neuralode_tf.fields.WeightSharedField`), evaluating the field on both sides of each.
 * torchdiffeq's ``rk4`` is Kutta's 3/8 rule; the built-in ``rk4`` is the classical one. Both are
   fourth order; ``method="rk4_38"`` on the built-in backend reproduces torchdiffeq's to rounding.
 """
@@ -13,6 +16,7 @@
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import Any
 
 import torch
@@ -30,6 +34,8 @@ METHODS: dict[str, str] = {name: name for name in importlib.import_module("torch
 METHODS["heun"] = METHODS.pop("heun2")
 METHODS["rk4_38"] = "rk4"
 FIXED_GRID = {"euler", "midpoint", "heun", "heun3", "rk4", "rk4_38", "explicit_adams", "implicit_adams", "fixed_adams"}
+# Adaptive Runge-Kutta methods, which accept step_t / jump_t.
+_ADAPTIVE_RK = set(METHODS) - FIXED_GRID - {"scipy_solver"}
 
 
 def solve_torchdiffeq(
@@ -52,22 +58,40 @@ def solve_torchdiffeq(
     options = dict(options)
     if method in FIXED_GRID:
         options["grid_constructor"] = _grid_constructor(step_size)
-    elif dt0 is not None:
-        options["first_step"] = dt0
+    elif method in _ADAPTIVE_RK:
+        if dt0 is not None:
+            options["first_step"] = dt0
+        # Land a step on every requested time instead of interpolating back to it: torchdiffeq's
+        # dense output is only fourth order, which would cap dopri8's accuracy.
+        options.setdefault("step_t", times[1:])
+        jumps = [x for x in getattr(counting.field, "jump_times", ()) if t[0] < x < t[-1]]
+        if jumps:
+            options.setdefault("jump_t", torch.tensor(jumps, dtype=torch.float64, device=device))
     kwargs = dict(rtol=rtol, atol=atol, method=METHODS[method], options=options)
     try:
-        if not adjoint:
-            return torchdiffeq.odeint(counting, y0, times, **kwargs)
-        adjoint_options = {k: v for k, v in options.items() if k != "norm"}
-        if seminorm:
-            adjoint_options["norm"] = "seminorm"
-        ys = torchdiffeq.odeint_adjoint(
-            counting, y0, times, adjoint_options=adjoint_options, adjoint_params=tuple(counting.parameters()), **kwargs
-        )
-        counting.start_backward()
-        return ys
+        with warnings.catch_warnings():
+            # Fixed-grid solvers have no accept/reject hooks; CountingField offers them anyway.
+            warnings.filterwarnings("ignore", message=".*does not support callbacks")
+            if adjoint:
+                adjoint_options = {k: v for k, v in options.items() if k != "norm"}
+                if seminorm:
+                    adjoint_options["norm"] = "seminorm"
+                ys = torchdiffeq.odeint_adjoint(
+                    counting,
+                    y0,
+                    times,
+                    adjoint_options=adjoint_options,
+                    adjoint_params=tuple(counting.parameters()),
+                    **kwargs,
+                )
+                counting.start_backward()
+            else:
+                ys = torchdiffeq.odeint(counting, y0, times, **kwargs)
     except AssertionError as err:
         raise _translate(err, counting) from err
+    if method in FIXED_GRID:
+        counting.stats.n_accepted = counting.attempted_steps
+    return ys
 
 
 def _grid_constructor(step_size: float | None):

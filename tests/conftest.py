@@ -1,0 +1,43 @@
+"""Test configuration: the device under test and the `portable` marker.
+
+Tests that take the ``device`` fixture are device-agnostic: they are marked ``portable`` and run
+on the device named by ``NEURALODE_TF_TEST_DEVICE`` (``cpu`` by default, ``cuda`` in the
+``tests_gpu`` nox session, ``xla`` in ``tests_tpu``).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+DEVICE = os.environ.get("NEURALODE_TF_TEST_DEVICE", "cpu")
+
+
+def _device() -> torch.device:
+    if DEVICE == "xla":
+        import torch_xla
+
+        return torch_xla.device()
+    if DEVICE == "cuda" and not torch.cuda.is_available():
+        pytest.skip("NEURALODE_TF_TEST_DEVICE=cuda but CUDA is not available")
+    return torch.device(DEVICE)
+
+
+@pytest.fixture
+def device() -> torch.device:
+    return _device()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if "device" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.portable)
+        if item.get_closest_marker("gpu") and not torch.cuda.is_available():
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA device"))
+
+
+@pytest.fixture(autouse=True)
+def _seed() -> None:
+    torch.manual_seed(0)
