@@ -53,7 +53,7 @@ class CountingField(nn.Module):
         self.attempted_steps += 1
         if self.max_steps is not None and self.attempted_steps > self.max_steps:
             raise MaxStepsExceededError(
-                f"the adaptive solve exceeded max_steps={self.max_steps} at t={float(t0):.6g} after "
+                f"the adaptive solve exceeded max_steps={self.max_steps} at t={float(t0.detach()):.6g} after "
                 f"{self.stats.nfe} evaluations; raise max_steps, loosen rtol/atol, or check the field "
                 "for stiffness or blow-up"
             )

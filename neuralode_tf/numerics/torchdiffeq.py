@@ -106,7 +106,7 @@ def _grid_constructor(step_size: float | None):
 def _translate(err: AssertionError, counting: CountingField) -> SolveError:
     """torchdiffeq reports failures with ``assert``; turn them into our errors."""
     message = str(err)
-    reached = f"t={float(counting.last_t):.6g}" if counting.last_t is not None else "the start"
+    reached = f"t={float(counting.last_t.detach()):.6g}" if counting.last_t is not None else "the start"
     where = f"at {reached} after {counting.stats.nfe} evaluations"
     if "underflow" in message:
         return StepSizeUnderflowError(

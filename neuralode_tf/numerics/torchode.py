@@ -49,7 +49,7 @@ class _Flattened(nn.Module):
 
     def unflatten(self, y: Tensor, lead: tuple[int, ...]) -> State:
         chunks = torch.split(y, self.sizes, dim=-1)
-        return rebuild(self.template, [c.reshape(*lead, *s) for c, s in zip(chunks, self.shapes)])
+        return rebuild(self.template, [c.reshape(tuple(lead) + tuple(s)) for c, s in zip(chunks, self.shapes)])
 
     def forward(self, t: Tensor, y: Tensor) -> Tensor:
         lead = tuple(y.shape[:-1]) if self.per_sample else ()
@@ -116,7 +116,7 @@ def _raise_on_failure(status: Tensor, counting: CountingField, max_steps: int) -
     samples = failed.nonzero().flatten().tolist()
     where = (
         f"for samples {samples[:10]}{' ...' if len(samples) > 10 else ''} after {counting.stats.nfe} evaluations"
-        f" (last time evaluated: {float(counting.last_t.max()):.6g})"
+        f" (last time evaluated: {float(counting.last_t.detach().max()):.6g})"
     )
     if code == to.Status.REACHED_MAX_STEPS.value:
         raise MaxStepsExceededError(

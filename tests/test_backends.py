@@ -1,0 +1,138 @@
+"""The backends agree with each other on the same problem, for tensor and tuple states."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from neuralode_tf import ContinuousDepth, solve
+from tests._problems import tokens, transformer_field
+
+TIMES = [0.0, 0.3, 1.0]
+
+
+def max_abs(a, b) -> float:
+    return (a - b).abs().max().item()
+
+
+@pytest.fixture(scope="module")
+def problem():
+    torch.manual_seed(1)
+    return transformer_field(), tokens(batch=3)
+
+
+@pytest.mark.parametrize("method", ["euler", "midpoint", "heun", "rk4_38"])
+def test_fixed_grid_builtin_equals_torchdiffeq(problem, method):
+    field, x = problem
+    ours = solve(field, x, TIMES, method=method, step_size=0.1).ys
+    theirs = solve(field, x, TIMES, method=method, step_size=0.1, backend="torchdiffeq").ys
+    assert max_abs(ours, theirs) <= 1e-12
+
+
+@pytest.mark.parametrize("method", ["euler", "heun"])
+def test_fixed_step_builtin_equals_torchode(problem, method):
+    field, x = problem
+    ours = solve(field, x, [0.0, 1.0], method=method, steps=8)
+    for per_sample in (True, False):
+        theirs = solve(field, x, [0.0, 1.0], method=method, steps=8, backend="torchode", per_sample=per_sample)
+        assert max_abs(ours.ys, theirs.ys) <= 1e-12
+        assert theirs.stats.n_accepted == 8 and theirs.stats.nfe == ours.stats.nfe
+
+
+def test_adaptive_backends_agree_with_the_reference(problem):
+    field, x = problem
+    reference = solve(field, x, TIMES, method="rk4", steps=200).ys
+    runs = {
+        "torchdiffeq dopri5": dict(method="dopri5"),
+        "torchdiffeq dopri8": dict(method="dopri8"),
+        "torchdiffeq bosh3": dict(method="bosh3"),
+        "torchode dopri5": dict(method="dopri5", backend="torchode"),
+        "torchode tsit5 per-sample": dict(method="tsit5"),
+        "torchode tsit5 joint": dict(method="tsit5", per_sample=False),
+    }
+    for name, kwargs in runs.items():
+        ys = solve(field, x, TIMES, rtol=1e-9, atol=1e-9, **kwargs).ys
+        assert max_abs(ys, reference) <= 1e-7, name
+
+
+def test_per_sample_solving_is_independent_of_the_rest_of_the_batch():
+    """torchode's per-sample steps: a sample's solution does not depend on the batch it is in."""
+
+    class Rates(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rates = nn.Parameter(torch.tensor([[1.0], [30.0]], dtype=torch.float64))
+
+        def forward(self, t, y):
+            rates = self.rates if y.shape[0] == 2 else self.rates.reshape(-1)[: y.shape[0]]
+            return -rates * torch.sin(y)
+
+    y0 = torch.ones(2, 4, dtype=torch.float64)
+    per = solve(Rates(), y0, [0.0, 2.0], method="dopri5", backend="torchode", rtol=1e-6, atol=1e-9)
+    joint = solve(Rates(), y0, [0.0, 2.0], method="dopri5", backend="torchode", per_sample=False, rtol=1e-6, atol=1e-9)
+    alone = solve(Rates(), y0[:1], [0.0, 2.0], method="dopri5", backend="torchode", rtol=1e-6, atol=1e-9)
+    assert max_abs(per.ys, joint.ys) <= 1e-6
+    assert max_abs(per.ys[:, :1], alone.ys) == 0.0
+    assert max_abs(joint.ys[:, :1], alone.ys) > 0.0
+
+
+class _Augmented(nn.Module):
+    """An augmented state (x, e): dx/dt = f(x), de/dt = mean(f(x)²) per sample."""
+
+    def __init__(self, field):
+        super().__init__()
+        self.field = field
+
+    def forward(self, t, state):
+        x, _ = state
+        dx = self.field(t, x)
+        # Written for any leading dims: torchode's backsolve calls it one sample at a time.
+        return dx, dx.square().flatten(-2).mean(-1)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(method="rk4", steps=50),
+        dict(method="rk4", steps=50, adjoint="checkpoint"),
+        dict(method="dopri5", rtol=1e-9, atol=1e-9),
+        dict(method="dopri5", rtol=1e-9, atol=1e-9, adjoint="adjoint"),
+        dict(method="dopri5", rtol=1e-9, atol=1e-9, backend="torchode"),
+        dict(method="dopri5", rtol=1e-9, atol=1e-9, backend="torchode", adjoint="adjoint"),
+        dict(method="tsit5", rtol=1e-9, atol=1e-9, per_sample=False),
+    ],
+    ids=lambda k: "-".join(str(v) for v in k.values()),
+)
+def test_tuple_state_on_every_backend(problem, kwargs):
+    field, x = problem
+    augmented = _Augmented(field)
+    e0 = torch.zeros(x.shape[0], dtype=x.dtype)
+    reference = solve(augmented, (x, e0), TIMES, method="rk4", steps=200).ys
+    x_ = x.detach().requires_grad_()
+    xs, es = solve(augmented, (x_, e0), TIMES, **kwargs).ys
+    assert xs.shape == (3, *x.shape) and es.shape == (3, x.shape[0])
+    assert max_abs(xs, reference[0]) <= 1e-6 and max_abs(es, reference[1]) <= 1e-6
+    grad = torch.autograd.grad(es[-1].sum() + xs[-1].sum(), x_)[0]
+    x_ref = x.detach().requires_grad_()
+    xr, er = solve(augmented, (x_ref, e0), TIMES, method="rk4", steps=200).ys
+    grad_ref = torch.autograd.grad(er[-1].sum() + xr[-1].sum(), x_ref)[0]
+    assert ((grad - grad_ref).norm() / grad_ref.norm()).item() <= 1e-5
+
+
+def test_continuous_depth_keeps_the_last_stats(problem):
+    field, x = problem
+    model = ContinuousDepth(field, method="dopri5", rtol=1e-5, atol=1e-5)
+    assert model.stats is None
+    y = model(x)
+    assert y.shape == x.shape and model.stats.nfe > 0 and model.stats.backend == "torchdiffeq"
+    assert "method='dopri5'" in repr(model)
+
+
+def test_solution_records_times_and_final_state(problem):
+    field, x = problem
+    solution = solve(field, x, torch.tensor(TIMES), method="euler", step_size=0.25)
+    assert solution.ts.tolist() == pytest.approx(TIMES)
+    assert torch.equal(solution.y1, solution.ys[-1])
+    # 0->0.3 takes two steps (no step longer than 0.25), 0.3->1 takes three.
+    assert solution.stats.n_accepted == 5 and solution.stats.nfe == 5

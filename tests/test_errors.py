@@ -1,0 +1,208 @@
+"""Every bad input gets an exception whose message says what is wrong and what is valid."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from neuralode_tf import solve
+from neuralode_tf.fields import ParallelField, SplitField
+from neuralode_tf.nn import AttentionBranch, MLPBranch
+from neuralode_tf.numerics import (
+    FieldOutputError,
+    InvalidStateError,
+    InvalidTimesError,
+    MaxStepsExceededError,
+    NonFiniteStateError,
+    SolveError,
+    SolverConfigError,
+    StepSizeUnderflowError,
+)
+
+
+class Linear(nn.Module):
+    """dy/dt = rate * y."""
+
+    def __init__(self, rate: float = -1.0):
+        super().__init__()
+        self.rate = nn.Parameter(torch.tensor(rate))
+
+    def forward(self, t, y):
+        return self.rate * y
+
+
+class Blowup(nn.Module):
+    """dy/dt = y², which reaches infinity at t = 1/y0."""
+
+    def forward(self, t, y):
+        return y * y
+
+
+class Chattering(nn.Module):
+    """Alternates between +1e12 and -1e12 at every evaluation: no step size satisfies the error
+    control until the step no longer advances t."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, t, y):
+        self.calls += 1
+        return torch.full_like(y, 1e12 * (-1) ** self.calls)
+
+
+class Wrong(nn.Module):
+    def __init__(self, change):
+        super().__init__()
+        self.change = change
+
+    def forward(self, t, y):
+        return self.change(y)
+
+
+Y0 = torch.ones(2, 3)
+
+
+@pytest.mark.parametrize(
+    "t, match",
+    [
+        ([0.0, 1.0, 1.0], r"strictly increasing, but t\[2\]=1.0 follows t\[1\]=1.0"),
+        ([1.0, 0.0], r"strictly increasing"),
+        ([0.0, math.nan], "finite"),
+        ([0.0, math.inf], "finite"),
+        ([0.0], "at least two"),
+        (torch.zeros(2, 2), "1-D"),
+        (["a", "b"], "1-D sequence of numbers"),
+    ],
+)
+def test_bad_times(t, match):
+    with pytest.raises(InvalidTimesError, match=match):
+        solve(Linear(), Y0, t, method="euler", steps=1)
+
+
+@pytest.mark.parametrize(
+    "y0, match",
+    [
+        ([1.0, 2.0], "tensor or a non-empty tuple"),
+        ((), "tensor or a non-empty tuple"),
+        (torch.ones(3, dtype=torch.long), "floating point"),
+    ],
+)
+def test_bad_state(y0, match):
+    with pytest.raises(InvalidStateError, match=match):
+        solve(Linear(), y0, [0.0, 1.0], method="euler", steps=1)
+
+
+@pytest.mark.parametrize("backend", ["builtin", "torchdiffeq", "torchode"])
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (lambda y: y[..., :2], r"returned \(2, 2\) torch.float32 on cpu, but the state is \(2, 3\)"),
+        (lambda y: y.double(), "torch.float64"),
+        (lambda y: (y, y), "returned \\(\\(2, 3\\)"),
+    ],
+)
+def test_field_output_mismatch(backend, change, match):
+    with pytest.raises(FieldOutputError, match=match):
+        solve(Wrong(change), Y0, [0.0, 1.0], method="euler", steps=2, backend=backend)
+
+
+def test_field_output_mismatch_in_a_tuple_state():
+    field = Wrong(lambda y: (y[0], y[1][:1]))
+    with pytest.raises(FieldOutputError, match="same structure"):
+        solve(field, (Y0, torch.ones(2)), [0.0, 1.0], method="rk4", steps=1)
+
+
+def test_split_part_output_mismatch_names_the_part():
+    field = SplitField(MLPBranch(3), Wrong(lambda y: y[..., :1]))
+    with pytest.raises(FieldOutputError, match="part 1 of the split field"):
+        solve(field, Y0, [0.0, 1.0], method="lie_trotter", steps=1)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(method="rk5", steps=1), r"unknown method 'rk5'; valid: .*'dopri5'.*'euler'"),
+        (dict(method="euler", steps=1, backend="jax"), r"unknown backend 'jax'; valid: 'auto', 'builtin'"),
+        (dict(method="euler", steps=1, adjoint="reverse"), r"unknown gradient method adjoint='reverse'; valid: 'backprop'"),
+        (dict(method="dopri5", adjoint="checkpoint"), r"no backend supports .*Valid combinations: builtin: .*adjoint 'backprop', 'checkpoint'"),
+        (dict(method="tsit5", backend="torchdiffeq"), r"no backend supports method='tsit5', backend='torchdiffeq'"),
+        (dict(method="lie_trotter", steps=1, adjoint="adjoint"), "no backend supports"),
+        (dict(method="dopri5", seminorm=True), r"seminorm=True \(torchdiffeq with adjoint='adjoint' only\)"),
+        (dict(method="dopri5", per_sample=True, backend="torchdiffeq"), r"per_sample=True \(torchode only\)"),
+        (dict(method="euler"), "needs exactly one of step_size= or steps="),
+        (dict(method="euler", steps=2, step_size=0.5), "needs exactly one of"),
+        (dict(method="euler", steps=0), "positive integer"),
+        (dict(method="euler", step_size=-1.0), "positive finite"),
+        (dict(method="dopri5", steps=3), "adaptive: it takes rtol/atol"),
+        (dict(method="euler", steps=1, substep="rk4"), "substep applies to the splitting methods"),
+        (dict(method="strang", steps=1, substep="rk9"), r"unknown substep 'rk9'; valid: 'euler'"),
+    ],
+)
+def test_bad_configuration(kwargs, match):
+    field = SplitField(MLPBranch(3))
+    with pytest.raises(SolverConfigError, match=match):
+        solve(field, Y0, [0.0, 1.0], **kwargs)
+
+
+@pytest.mark.parametrize("method", ["lie_trotter", "strang"])
+def test_splitting_needs_parts(method):
+    with pytest.raises(SolverConfigError, match="has no non-empty `parts`"):
+        solve(Linear(), Y0, [0.0, 1.0], method=method, steps=1)
+    with pytest.raises(SolverConfigError, match="ParallelField has no non-empty `parts`"):
+        solve(ParallelField(MLPBranch(3)), Y0, [0.0, 1.0], method=method, steps=1)
+
+
+@pytest.mark.parametrize("backend, method", [("torchdiffeq", "dopri5"), ("torchode", "dopri5"), ("torchode", "tsit5")])
+def test_max_steps(backend, method):
+    with pytest.raises(MaxStepsExceededError, match=r"max_steps=5.* after \d+ evaluations"):
+        solve(Linear(), Y0, [0.0, 10.0], method=method, backend=backend, max_steps=5, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("backend", ["torchdiffeq", "torchode"])
+def test_step_size_underflow_or_blowup_is_reported(backend):
+    """dy/dt = y² from y0=1 blows up at t=1: the adaptive solve either underflows its step or
+    produces Inf; either way the error says when."""
+    with pytest.raises((StepSizeUnderflowError, NonFiniteStateError, MaxStepsExceededError), match=r"t=0\.99|t=1"):
+        solve(Blowup(), torch.ones(1, 1, dtype=torch.float64), [0.0, 2.0], method="dopri5", backend=backend)
+
+
+def test_step_size_underflow_gives_time_and_evaluations():
+    with pytest.raises(StepSizeUnderflowError, match=r"underflowed at t=1 after \d+ evaluations"):
+        solve(Chattering(), torch.zeros(1, dtype=torch.float64), [1.0, 2.0], method="dopri5", rtol=1e-9, atol=1e-9)
+
+
+def test_nan_in_fixed_grid_solve_names_time_and_step():
+    # dy/dt = y² from y0 = 1 with Euler h = 0.5 goes 1, 1.5, 2.6, 6.0, 24, 316, 5e4, 1.2e9, 8e17,
+    # 3e35, Inf in float32: the 10th step overflows.
+    with pytest.raises(NonFiniteStateError, match=r"at t=4\.5, step 10 \(evaluation 10\)"):
+        solve(Blowup(), torch.ones(1), [0.0, 10.0], method="euler", step_size=0.5)
+
+
+def test_nan_in_split_solve_counts_part_evaluations():
+    field = SplitField(Blowup(), Linear(rate=0.0))
+    with pytest.raises(NonFiniteStateError, match=r"step 10 \(evaluation 19\)"):
+        solve(field, torch.ones(1), [0.0, 10.0], method="lie_trotter", step_size=0.5)
+
+
+def test_nan_in_initial_state():
+    y0 = torch.tensor([1.0, math.nan])
+    with pytest.raises(NonFiniteStateError, match="initial state y0 contains NaN"):
+        solve(Linear(), y0, [0.0, 1.0], method="rk4", steps=2)
+
+
+def test_nan_from_the_field_in_adaptive_solve():
+    class NaNAfterHalf(nn.Module):
+        def forward(self, t, y):
+            return y * torch.where(t > 0.5, math.nan, 1.0)
+
+    with pytest.raises(NonFiniteStateError, match=r"in the field's output at t=0\.5"):
+        solve(NaNAfterHalf(), torch.ones(2, dtype=torch.float64), [0.0, 1.0], method="dopri5")
+
+
+def test_errors_are_also_builtin_exception_types():
+    assert issubclass(InvalidTimesError, ValueError) and issubclass(SolverConfigError, ValueError)
+    assert issubclass(MaxStepsExceededError, RuntimeError) and issubclass(NonFiniteStateError, SolveError)
