@@ -146,3 +146,16 @@ def test_weight_shared_stack_adaptive_solve_steps_onto_the_jumps():
     for j, layer in enumerate(layers):
         piecewise = solve(layer, piecewise, [float(j), float(j + 1)], **tight).y1
     assert max_abs(solve(field, x, [0.0, 3.0], **tight).y1, piecewise) <= 1e-8
+
+
+def test_weight_shared_stack_with_per_sample_times():
+    """torchode passes one time per sample; each parameter set runs on the samples in its piece."""
+    layers = [SplitField(AttentionBranch(8, 2), MLPBranch(8)).double() for _ in range(2)]
+    field = WeightSharedField(layers, depth=2)
+    x = torch.randn(3, 4, 8, dtype=torch.float64)
+    t = torch.tensor([0.5, 1.5, 0.2], dtype=torch.float64)
+    out = field(t, x)
+    assert torch.equal(out[0], layers[0](None, x[:1])[0]) and torch.equal(out[1], layers[1](None, x[1:2])[0])
+    per_sample = solve(field, x, [0.0, 2.0], method="dopri5", backend="torchode", rtol=1e-9, atol=1e-9).y1
+    joint = solve(field, x, [0.0, 2.0], method="dopri5", rtol=1e-9, atol=1e-9).y1
+    assert max_abs(per_sample, joint) <= 1e-6

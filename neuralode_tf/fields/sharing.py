@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+import torch
 from torch import Tensor, nn
 
 from ._parts import State, as_field
@@ -33,7 +34,8 @@ class WeightSharedField(nn.Module):
 
     Reading ``t`` synchronises with the device when a backend passes it on an accelerator (the
     built-in integrators keep it on the CPU). torchode's per-sample solving passes one time per
-    sample; they must then agree.
+    sample; each parameter set then runs on the samples in its piece. torchode's backsolve adjoint
+    evaluates fields under ``vmap``, where a time cannot pick a module, so it is not supported.
 
     If every layer has ``parts`` (e.g. :class:`~neuralode_tf.fields.SplitField`), so does this
     field: part ``i`` is the weight-shared stack of the layers' part ``i``, so splitting methods
@@ -55,15 +57,21 @@ class WeightSharedField(nn.Module):
 
     def index(self, t: Tensor | float) -> int:
         """``σ(t)``: the parameter set used at time ``t``."""
-        if isinstance(t, Tensor) and t.numel() > 1:
-            if not bool((t == t.reshape(-1)[0]).all()):
-                raise ValueError("WeightSharedField needs one time for the whole batch, got per-sample times")
-            t = t.reshape(-1)[0]
         k = len(self.layers)
         return min(max(math.floor(float(t) * k / self.depth), 0), k - 1)
 
     def forward(self, t: Tensor, y: State) -> State:
-        return self.layers[self.index(t)](t, y)
+        if not (isinstance(t, Tensor) and t.numel() > 1):
+            return self.layers[self.index(t)](t, y)
+        # Per-sample times (torchode): run each parameter set on the samples that are in its piece.
+        k = len(self.layers)
+        sets = (torch.floor(t.detach() * k / self.depth)).clamp(0, k - 1).long()
+        present = sets.unique().tolist()
+        if len(present) == 1:
+            return self.layers[present[0]](t, y)
+        pieces = {j: (sets == j).nonzero().flatten() for j in present}
+        outs = {j: self.layers[j](t[rows], _rows(y, rows)) for j, rows in pieces.items()}
+        return _scatter(y, pieces, outs)
 
     @property
     def jump_times(self) -> list[float]:
@@ -81,3 +89,20 @@ class WeightSharedField(nn.Module):
         if not all(layer_parts) or len({len(p) for p in layer_parts}) != 1:
             raise AttributeError("parts: the layers of this WeightSharedField are not all split into the same number of parts")
         return tuple(WeightSharedField(group, self.depth) for group in zip(*layer_parts))
+
+
+def _rows(y: State, rows: Tensor) -> State:
+    return tuple(leaf[rows] for leaf in y) if isinstance(y, tuple) else y[rows]
+
+
+def _scatter(y: State, pieces: dict[int, Tensor], outs: dict[int, State]) -> State:
+    """Reassemble per-piece outputs into one state shaped like ``y``."""
+
+    def leaf(i: int | None) -> Tensor:
+        template = y if i is None else y[i]
+        out = torch.empty_like(template)
+        for j, rows in pieces.items():
+            out[rows] = outs[j] if i is None else outs[j][i]
+        return out
+
+    return tuple(leaf(i) for i in range(len(y))) if isinstance(y, tuple) else leaf(None)

@@ -1,0 +1,108 @@
+"""Residual branches: attention against a written-out softmax, masks, cross-attention, shapes."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from neuralode_tf.nn import AttentionBranch, MLPBranch
+
+
+def reference_attention(branch: AttentionBranch, x, context=None, allowed=None):
+    """softmax(q kᵀ / sqrt(d_h) + mask) v, head by head, written out."""
+    h = branch.norm(x)
+    if context is None:
+        q, k, v = branch.qkv(h).chunk(3, dim=-1)
+    else:
+        q = branch.q(h)
+        k, v = branch.kv(context).chunk(2, dim=-1)
+    heads = branch.num_heads
+    d_h = q.shape[-1] // heads
+    outs = []
+    for i in range(heads):
+        s = slice(i * d_h, (i + 1) * d_h)
+        scores = q[..., s] @ k[..., s].transpose(-1, -2) / math.sqrt(d_h)
+        if allowed is not None:
+            scores = scores.masked_fill(~allowed, -math.inf)
+        outs.append(scores.softmax(-1) @ v[..., s])
+    return branch.proj(torch.cat(outs, dim=-1))
+
+
+def test_self_attention_matches_written_out_softmax(device):
+    branch = AttentionBranch(24, 3).to(device)
+    x = torch.randn(2, 7, 24, device=device)
+    assert (branch(x) - reference_attention(branch, x)).abs().max().item() <= 1e-5
+
+
+def test_causal_attention_matches_lower_triangular_mask(device):
+    branch = AttentionBranch(16, 2, causal=True).to(device)
+    x = torch.randn(2, 6, 16, device=device)
+    allowed = torch.ones(6, 6, dtype=torch.bool, device=device).tril()
+    assert (branch(x) - reference_attention(branch, x, allowed=allowed)).abs().max().item() <= 1e-5
+
+
+def test_causal_output_ignores_the_future():
+    branch = AttentionBranch(16, 2, causal=True)
+    x = torch.randn(1, 6, 16, requires_grad=True)
+    branch(x)[0, 2].sum().backward()
+    assert x.grad[0, 3:].abs().max().item() == 0.0 and x.grad[0, :3].abs().max().item() > 0.0
+
+
+def test_cross_attention_matches_written_out_softmax():
+    branch = AttentionBranch(16, 4, context_dim=12)
+    x, memory = torch.randn(3, 5, 16), torch.randn(3, 9, 12)
+    pad = torch.zeros(3, 9, dtype=torch.bool)
+    pad[1, 6:] = True
+    ref = reference_attention(branch, x, memory, allowed=~pad[:, None, :])
+    assert (branch(x, context=memory, key_padding_mask=pad) - ref).abs().max().item() <= 1e-5
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_padding_never_changes_real_tokens(causal):
+    branch = AttentionBranch(16, 2, causal=causal)
+    x = torch.randn(2, 5, 16)
+    pad = torch.tensor([[False] * 5, [False, False, False, True, True]])
+    out = branch(x, key_padding_mask=pad)
+    garbage = x.clone()
+    garbage[1, 3:] = 1e3 * torch.randn(2, 16)
+    out_garbage = branch(garbage, key_padding_mask=pad)
+    real = ~pad
+    assert (out[real] - out_garbage[real]).abs().max().item() <= 1e-5
+    assert out[pad].abs().max().item() == 0.0  # padded tokens do not move
+    # The real tokens equal attention over the unpadded sequence alone.
+    alone = branch(x[1:, :3])
+    assert (out[1, :3] - alone[0]).abs().max().item() <= 1e-5
+
+
+def test_fully_padded_causal_query_is_finite():
+    branch = AttentionBranch(8, 2, causal=True)
+    pad = torch.tensor([[True, False, False]])  # left padding: query 0 may see no key
+    out = branch(torch.randn(1, 3, 8), key_padding_mask=pad)
+    assert torch.isfinite(out).all() and out[0, 0].abs().max().item() == 0.0
+
+
+def test_branches_accept_any_leading_dims():
+    attn, mlp = AttentionBranch(8, 2), MLPBranch(8, hidden_dim=16)
+    x = torch.randn(2, 3, 5, 8)
+    for branch in (attn, mlp):
+        batched = branch(x)
+        assert batched.shape == x.shape
+        assert (branch(x[1, 2]) - batched[1, 2]).abs().max().item() <= 1e-5
+
+
+def test_bad_construction_and_calls():
+    with pytest.raises(ValueError, match="num_heads=3 must divide dim=8"):
+        AttentionBranch(8, 3)
+    with pytest.raises(ValueError, match="pass context="):
+        AttentionBranch(8, 2, context_dim=4)(torch.randn(1, 2, 8))
+    with pytest.raises(ValueError, match="build it with context_dim="):
+        AttentionBranch(8, 2)(torch.randn(1, 2, 8), context=torch.randn(1, 2, 8))
+
+
+def test_mlp_branch_is_prenorm_linear_gelu_linear():
+    mlp = MLPBranch(8)
+    x = torch.randn(4, 8)
+    ref = mlp.fc2(torch.nn.functional.gelu(mlp.fc1(torch.nn.functional.layer_norm(x, (8,), mlp.norm.weight, mlp.norm.bias))))
+    assert mlp.fc1.out_features == 32 and (mlp(x) - ref).abs().max().item() == 0.0
