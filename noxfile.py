@@ -73,9 +73,7 @@ def tests_gpu(session: nox.Session) -> None:
     if shutil.which("nvidia-smi") is None:
         session.skip("no NVIDIA GPU: nvidia-smi not found")
     _install(session, "-e", ".[dev,vision]")
-    has_cuda = session.run(
-        _python(session), "-c", "import torch; print(torch.cuda.is_available())", silent=True
-    )
+    has_cuda = session.run(_python(session), "-c", "import torch; print(torch.cuda.is_available())", silent=True)
     if not isinstance(has_cuda, str) or has_cuda.strip().splitlines()[-1] != "True":
         session.skip("torch.cuda.is_available() is False in this environment")
     _pytest(session, "-m", "portable or gpu", "tests", env={"NEURALODE_TF_TEST_DEVICE": "cuda"})
@@ -157,9 +155,7 @@ def notebooks(session: nox.Session) -> None:
         session.error("no py:percent notebook sources found in tutorials/ (or paper_repro/)")
     session.run(python, "-m", "jupytext", "--to", "ipynb", "--update", *(str(p.relative_to(ROOT)) for p in sources))
     targets = [
-        str(folder.relative_to(ROOT))
-        for folder in _notebook_dirs()
-        if folder.is_dir() and any(folder.glob("*.ipynb"))
+        str(folder.relative_to(ROOT)) for folder in _notebook_dirs() if folder.is_dir() and any(folder.glob("*.ipynb"))
     ]
     args = ["--nbval-lax", "--nbval-current-env", "--nbval-cell-timeout=600"]
     sanitize = ROOT / "tutorials" / "nbval_sanitize.cfg"

@@ -5,9 +5,8 @@ Public API: :func:`solve`, :class:`Solution`, :class:`ContinuousDepth`, and the 
 :mod:`neuralode_tf.nn`.
 """
 
-from . import fields, nn
+from . import fields, nn, numerics
 from .continuous import ContinuousDepth
-from . import numerics
 from .numerics import Solution, Stats, solve
 
 __version__ = "0.1.0"

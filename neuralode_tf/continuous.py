@@ -6,8 +6,8 @@ from typing import Any
 
 from torch import nn
 
+from ._typing import State
 from .numerics import FIXED_GRID_METHODS, Stats, solve
-from .numerics._state import State
 
 __all__ = ["ContinuousDepth"]
 
@@ -61,4 +61,3 @@ class ContinuousDepth(nn.Module):
     def extra_repr(self) -> str:
         settings = ", ".join(f"{k}={v!r}" for k, v in self.solve_kwargs.items() if v is not None)
         return f"t0={self.t0}, t1={self.t1}, {settings}"
-

@@ -4,9 +4,9 @@ Run with ``python -m neuralode_tf.demo`` (``--help`` for options). A random 4-la
 transformer whose layers share one parameter set (a weight-shared stack of split fields, as in
 Zhong et al. 2022, Table 1, last row) is integrated over depth ``[0, 4]``. With ``--sets 4`` every
 layer has its own parameters and the field jumps at integer times: adaptive solvers then pay for
-the jumps (torchdiffeq steps onto them; torchode rejects steps across them). Errors are max-abs differences at ``t = 4`` from a float64 dopri5 reference at
-``rtol = atol = 1e-10``. The first row, Lie-Trotter with Euler and unit steps, is the discrete
-transformer itself.
+the jumps (torchdiffeq steps onto them; torchode rejects steps across them). Errors are max-abs
+differences at ``t = 4`` from a float64 dopri5 reference at ``rtol = atol = 1e-10``. The first
+row, Lie-Trotter with Euler and unit steps, is the discrete transformer itself.
 """
 
 from __future__ import annotations
@@ -50,9 +50,13 @@ def main(argv: list[str] | None = None) -> None:
     t = [0.0, float(args.depth)]
     with torch.no_grad():
         reference = solve(field, x, t, method="dopri5", rtol=1e-10, atol=1e-10).y1
-        print(f"{args.depth}-layer transformer field ({args.sets} parameter sets), d={args.dim}, {args.heads} heads, "
-              f"{args.tokens} tokens, batch {args.batch}; error at t={args.depth} vs dopri5 (rtol=atol=1e-10)\n")
-        print(f"{'method':<12} {'settings':<28} {'backend':<12} {'max |error|':>12} {'evals':>6} {'steps':>6} {'ms':>7}")
+        print(
+            f"{args.depth}-layer transformer field ({args.sets} parameter sets), d={args.dim}, {args.heads} heads, "
+            f"{args.tokens} tokens, batch {args.batch}; error at t={args.depth} vs dopri5 (rtol=atol=1e-10)\n"
+        )
+        print(
+            f"{'method':<12} {'settings':<28} {'backend':<12} {'max |error|':>12} {'evals':>6} {'steps':>6} {'ms':>7}"
+        )
         for method, settings in RUNS:
             start = time.perf_counter()
             solution = solve(field, x, t, method=method, **settings)
@@ -60,8 +64,10 @@ def main(argv: list[str] | None = None) -> None:
             error = (solution.y1 - reference).abs().max().item()
             described = ", ".join(f"{k}={v}" for k, v in settings.items())
             stats = solution.stats
-            print(f"{method:<12} {described:<28} {stats.backend:<12} {error:>12.3e} {stats.nfe:>6} "
-                  f"{stats.n_accepted:>6} {elapsed:>7.1f}")
+            print(
+                f"{method:<12} {described:<28} {stats.backend:<12} {error:>12.3e} {stats.nfe:>6} "
+                f"{stats.n_accepted:>6} {elapsed:>7.1f}"
+            )
     print("\nevals of splitting methods count evaluations of one part (attention or MLP).")
 
 

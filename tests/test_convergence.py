@@ -61,7 +61,10 @@ def test_torchdiffeq_fixed_grid_orders(problem):
     field, x, reference = problem
     for method, order, steps in [("euler", 1, LOW), ("midpoint", 2, LOW), ("rk4", 4, [2, 4, 8, 16])]:
         errors = [
-            (solve(field, x, [0.0, 1.0], method=method, steps=n, backend="torchdiffeq").y1 - reference).abs().max().item()
+            (solve(field, x, [0.0, 1.0], method=method, steps=n, backend="torchdiffeq").y1 - reference)
+            .abs()
+            .max()
+            .item()
             for n in steps
         ]
         assert abs(fitted_order([1.0 / n for n in steps], errors) - order) <= 0.3

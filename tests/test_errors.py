@@ -10,7 +10,7 @@ from torch import nn
 
 from neuralode_tf import solve
 from neuralode_tf.fields import ParallelField, SplitField
-from neuralode_tf.nn import AttentionBranch, MLPBranch
+from neuralode_tf.nn import MLPBranch
 from neuralode_tf.numerics import (
     FieldOutputError,
     InvalidStateError,
@@ -127,8 +127,14 @@ def test_split_part_output_mismatch_names_the_part():
     [
         (dict(method="rk5", steps=1), r"unknown method 'rk5'; valid: .*'dopri5'.*'euler'"),
         (dict(method="euler", steps=1, backend="jax"), r"unknown backend 'jax'; valid: 'auto', 'builtin'"),
-        (dict(method="euler", steps=1, adjoint="reverse"), r"unknown gradient method adjoint='reverse'; valid: 'backprop'"),
-        (dict(method="dopri5", adjoint="checkpoint"), r"no backend supports .*Valid combinations: builtin: .*adjoint 'backprop', 'checkpoint'"),
+        (
+            dict(method="euler", steps=1, adjoint="reverse"),
+            r"unknown gradient method adjoint='reverse'; valid: 'backprop'",
+        ),
+        (
+            dict(method="dopri5", adjoint="checkpoint"),
+            r"no backend supports .*Valid combinations: builtin: .*adjoint 'backprop', 'checkpoint'",
+        ),
         (dict(method="tsit5", backend="torchdiffeq"), r"no backend supports method='tsit5', backend='torchdiffeq'"),
         (dict(method="lie_trotter", steps=1, adjoint="adjoint"), "no backend supports"),
         (dict(method="dopri5", seminorm=True), r"seminorm=True \(torchdiffeq with adjoint='adjoint' only\)"),

@@ -65,7 +65,9 @@ def test_seminorm_needs_no_more_backward_evaluations():
     counts = {}
     for seminorm in (False, True):
         x_ = x.detach().requires_grad_()
-        solution = solve(field, x_, [0.0, 1.0], method="dopri5", adjoint="adjoint", seminorm=seminorm, rtol=1e-7, atol=1e-7)
+        solution = solve(
+            field, x_, [0.0, 1.0], method="dopri5", adjoint="adjoint", seminorm=seminorm, rtol=1e-7, atol=1e-7
+        )
         solution.y1.square().sum().backward()
         counts[seminorm] = solution.stats.nfe_backward
     assert 0 < counts[True] <= counts[False]

@@ -104,5 +104,7 @@ def test_bad_construction_and_calls():
 def test_mlp_branch_is_prenorm_linear_gelu_linear():
     mlp = MLPBranch(8)
     x = torch.randn(4, 8)
-    ref = mlp.fc2(torch.nn.functional.gelu(mlp.fc1(torch.nn.functional.layer_norm(x, (8,), mlp.norm.weight, mlp.norm.bias))))
+    ref = mlp.fc2(
+        torch.nn.functional.gelu(mlp.fc1(torch.nn.functional.layer_norm(x, (8,), mlp.norm.weight, mlp.norm.bias)))
+    )
     assert mlp.fc1.out_features == 32 and (mlp(x) - ref).abs().max().item() == 0.0

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import inspect
-from typing import Union
 
 from torch import Tensor, nn
 
-State = Union[Tensor, tuple[Tensor, ...]]
+from .._typing import State
 
 
 class Autonomous(nn.Module):
@@ -28,7 +27,9 @@ def as_field(module: nn.Module) -> nn.Module:
     wrapped in :class:`Autonomous`; one that takes two, ``(t, y)``, is already a field.
     """
     if not isinstance(module, nn.Module):
-        raise TypeError(f"parts must be nn.Modules (branches x -> dx or fields (t, x) -> dx), got {type(module).__name__}")
+        raise TypeError(
+            f"parts must be nn.Modules (branches x -> dx or fields (t, x) -> dx), got {type(module).__name__}"
+        )
     required = [
         p
         for p in inspect.signature(module.forward).parameters.values()

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
 
-from ._parts import State, as_field
+from .._typing import State
+from ._parts import as_field
 
 __all__ = ["WeightSharedField"]
 
@@ -83,11 +84,13 @@ class WeightSharedField(nn.Module):
         return [j * self.depth / k for j in range(1, k)]
 
     @property
-    def parts(self) -> tuple["WeightSharedField", ...]:
+    def parts(self) -> tuple[WeightSharedField, ...]:
         """Part ``i`` shares weights across depth like the whole field does."""
         layer_parts = [getattr(layer, "parts", None) for layer in self.layers]
         if not all(layer_parts) or len({len(p) for p in layer_parts}) != 1:
-            raise AttributeError("parts: the layers of this WeightSharedField are not all split into the same number of parts")
+            raise AttributeError(
+                "parts: the layers of this WeightSharedField are not all split into the same number of parts"
+            )
         return tuple(WeightSharedField(group, self.depth) for group in zip(*layer_parts))
 
 

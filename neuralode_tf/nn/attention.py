@@ -14,7 +14,8 @@ class AttentionBranch(nn.Module):
 
     .. math::
 
-        \\mathrm{head}_h = \\mathrm{softmax}\\Big(\\frac{(LN(x) W_q^h)(kv\\, W_k^h)^\\top}{\\sqrt{d_h}} + M\\Big)\\, kv\\, W_v^h,
+        \\mathrm{head}_h = \\mathrm{softmax}\\Big(
+            \\frac{(LN(x) W_q^h)(kv\\, W_k^h)^\\top}{\\sqrt{d_h}} + M\\Big)\\, kv\\, W_v^h,
         \\qquad \\mathrm{out} = [\\mathrm{head}_1, \\dots, \\mathrm{head}_H]\\, W_o
 
     (Vaswani et al. 2017, eq. 1; pre-norm as in Xiong et al. 2020), where ``kv = LN(x)`` for

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Literal, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
@@ -174,9 +175,7 @@ def _solve_builtin(
 def _check_state(y0: object) -> None:
     tensors = y0 if isinstance(y0, tuple) else (y0,)
     if not tensors or not all(isinstance(x, Tensor) for x in tensors):
-        raise InvalidStateError(
-            f"y0 must be a tensor or a non-empty tuple of tensors, got {type(y0).__name__}"
-        )
+        raise InvalidStateError(f"y0 must be a tensor or a non-empty tuple of tensors, got {type(y0).__name__}")
     if not all(x.is_floating_point() for x in tensors):
         raise InvalidStateError(f"y0 must be floating point, got dtypes {[x.dtype for x in tensors]}")
     if len({x.device for x in tensors}) > 1:
@@ -225,7 +224,9 @@ def _resolve_backend(
         raise SolverConfigError(f"unknown gradient method adjoint={adjoint!r}; valid: {_quoted(all_gradients)}")
     if substep is not None:
         if method not in _fixed.SPLITTING_SCHEMES:
-            raise SolverConfigError(f"substep applies to the splitting methods {_quoted(_fixed.SPLITTING_SCHEMES)}, not {method!r}")
+            raise SolverConfigError(
+                f"substep applies to the splitting methods {_quoted(_fixed.SPLITTING_SCHEMES)}, not {method!r}"
+            )
         if substep not in TABLEAUS:
             raise SolverConfigError(f"unknown substep {substep!r}; valid: {_quoted(TABLEAUS)}")
     if method in _fixed.SPLITTING_SCHEMES:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Callable, Union
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
+from .._typing import State
 from .errors import FieldOutputError
-
-State = Union[Tensor, tuple[Tensor, ...]]
 
 
 def leaves(y: State) -> tuple[Tensor, ...]:
@@ -79,13 +78,14 @@ def check_like(out: object, y: State, what: str) -> None:
         ok = isinstance(out, Tensor)
     if ok:
         ok = all(
-            o.shape == s.shape and o.dtype == s.dtype and o.device == s.device
-            for o, s in zip(leaves(out), leaves(y))
+            o.shape == s.shape and o.dtype == s.dtype and o.device == s.device for o, s in zip(leaves(out), leaves(y))
         )
     if not ok:
-        got = describe(out) if isinstance(out, (Tensor, tuple)) and all(
-            isinstance(o, Tensor) for o in leaves(out)
-        ) else type(out).__name__
+        got = (
+            describe(out)
+            if isinstance(out, (Tensor, tuple)) and all(isinstance(o, Tensor) for o in leaves(out))
+            else type(out).__name__
+        )
         raise FieldOutputError(
             f"{what} returned {got}, but the state is {describe(y)}. A field must return dy/dt with "
             "the same structure (tensor or tuple of tensors), shapes, dtypes and devices as y."

@@ -9,7 +9,8 @@ splitting method advances the parts one after another, each with one step of a s
 ``i`` over a time span of length ``h``,
 
 * **Lie-Trotter** (Trotter 1959): ``y_{n+1} = Φ_p^h ∘ ... ∘ Φ_1^h (y_n)``;
-* **Strang** (Strang 1968): ``y_{n+1} = Φ_1^{h/2} ∘ ... ∘ Φ_{p-1}^{h/2} ∘ Φ_p^h ∘ Φ_{p-1}^{h/2} ∘ ... ∘ Φ_1^{h/2} (y_n)``.
+* **Strang** (Strang 1968):
+  ``y_{n+1} = Φ_1^{h/2} ∘ ... ∘ Φ_{p-1}^{h/2} ∘ Φ_p^h ∘ Φ_{p-1}^{h/2} ∘ ... ∘ Φ_1^{h/2} (y_n)``.
 
 Orders, which researchers often get wrong:
 
@@ -32,7 +33,7 @@ never synchronises an accelerator. A field gets them as ``t`` and may ignore the
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -72,9 +73,7 @@ def _sub_steps(scheme: str, n_parts: int) -> list[tuple[int, float, float]]:
     return first + [(n_parts - 1, 0.0, 1.0)] + last
 
 
-def splitting_step(
-    parts: Sequence[Field], t: float, h: float, y: State, scheme: str, substep: ButcherTableau
-) -> State:
+def splitting_step(parts: Sequence[Field], t: float, h: float, y: State, scheme: str, substep: ButcherTableau) -> State:
     """One Lie-Trotter or Strang step of size ``h`` over the parts of a split field."""
     for i, start, length in _sub_steps(scheme, len(parts)):
         y = rk_step(parts[i], t + start * h, length * h, y, substep)
@@ -112,9 +111,7 @@ def make_step(field: Field, scheme: str | None, tableau: ButcherTableau, *, chec
     return lambda t, h, y: splitting_step(parts, t, h, y, scheme, tableau)
 
 
-def integrate(
-    first_step: Step, step: Step, y0: State, grid: list[list[float]], *, checkpoint: bool
-) -> list[State]:
+def integrate(first_step: Step, step: Step, y0: State, grid: list[list[float]], *, checkpoint: bool) -> list[State]:
     """March over ``grid`` (one list of grid times per requested interval) and return the state at
     the end of every interval, preceded by ``y0``.
 
@@ -128,10 +125,7 @@ def integrate(
         for t, t_next in zip(interval[:-1], interval[1:]):
             fn = first_step if first else step
             first = False
-            if checkpoint:
-                y = _checkpoint(fn, t, t_next - t, y, use_reentrant=False)
-            else:
-                y = fn(t, t_next - t, y)
+            h = t_next - t
+            y = _checkpoint(fn, t, h, y, use_reentrant=False) if checkpoint else fn(t, h, y)
         out.append(y)
     return out
-
