@@ -17,7 +17,9 @@ class Stats:
 
     Attributes:
         nfe: Evaluations of the field during the forward solve. One evaluation is one call on
-            the whole batch, also for torchode's per-sample solving.
+            the whole batch, also for torchode's per-sample solving. For the splitting methods it
+            counts evaluations of single parts (one attention or one MLP branch), so it is not
+            comparable one-to-one with the count of a method that evaluates the whole field.
         n_accepted: Accepted steps. Fixed-grid methods accept every step. With torchode's
             per-sample solving it is the largest count over the samples.
         n_rejected: Rejected steps (adaptive methods only), counted like ``n_accepted``.
