@@ -53,7 +53,16 @@ class ContinuousDepth(nn.Module):
         self.solve_kwargs = dict(method=method, steps=steps, step_size=step_size, **solve_kwargs)
         self.stats: Stats | None = None
 
-    def forward(self, x: State) -> State:
+    def forward(self, x: State, **conditioning: Any) -> State:
+        """Integrate from ``x`` at ``t0`` and return the state at ``t1``.
+
+        Keyword arguments (e.g. ``key_padding_mask``, ``memory``, ``memory_padding_mask``) are
+        per-batch conditioning, passed to ``bind(**conditioning)`` of every submodule of the field
+        that has one (:meth:`~neuralode_tf.nn.AttentionBranch.bind`); calling without them clears it.
+        """
+        for module in self.field.modules():
+            if callable(getattr(module, "bind", None)):
+                module.bind(**conditioning)
         solution = solve(self.field, x, [self.t0, self.t1], **self.solve_kwargs)
         self.stats = solution.stats
         return solution.y1

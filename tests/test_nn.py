@@ -108,3 +108,26 @@ def test_mlp_branch_is_prenorm_linear_gelu_linear():
         torch.nn.functional.gelu(mlp.fc1(torch.nn.functional.layer_norm(x, (8,), mlp.norm.weight, mlp.norm.bias)))
     )
     assert mlp.fc1.out_features == 32 and (mlp(x) - ref).abs().max().item() == 0.0
+
+
+def test_continuous_depth_binds_masks_and_memory():
+    """Padding never changes real tokens through a whole rk4 solve; memory reaches cross-attention."""
+    from neuralode_tf import ContinuousDepth
+    from neuralode_tf.fields import SplitField
+
+    field = SplitField(AttentionBranch(16, 2), AttentionBranch(16, 2, context_dim=8), MLPBranch(16))
+    model = ContinuousDepth(field, method="rk4", steps=3)
+    x, memory = torch.randn(2, 5, 16), torch.randn(2, 7, 8)
+    pad = torch.tensor([[False] * 5, [False, False, False, True, True]])
+    memory_pad = torch.zeros(2, 7, dtype=torch.bool)
+    memory_pad[1, 4:] = True
+    out = model(x, key_padding_mask=pad, memory=memory, memory_padding_mask=memory_pad)
+    garbage, garbage_memory = x.clone(), memory.clone()
+    garbage[1, 3:] = 100.0
+    garbage_memory[1, 4:] = -100.0
+    out_garbage = model(garbage, key_padding_mask=pad, memory=garbage_memory, memory_padding_mask=memory_pad)
+    assert (out[~pad] - out_garbage[~pad]).abs().max().item() <= 1e-5
+    alone = model(x[1:, :3], memory=memory[1:, :4])
+    assert (out[1, :3] - alone[0]).abs().max().item() <= 1e-5
+    with pytest.raises(ValueError, match="pass context="):
+        model(x)  # binding nothing clears the memory

@@ -39,6 +39,10 @@ class AttentionBranch(nn.Module):
 
     With a self-attention ``key_padding_mask``, padded positions are also queries whose increment
     is set to zero, so padding tokens stay where they are along depth and never produce NaN.
+
+    Inside a field the branch is called as ``branch(x)``; per-batch masks and the encoder memory
+    reach it through :meth:`bind`, which :class:`~neuralode_tf.ContinuousDepth` calls with the
+    keyword arguments of its own ``forward``.
     """
 
     def __init__(
@@ -56,12 +60,35 @@ class AttentionBranch(nn.Module):
             self.q = nn.Linear(dim, dim, bias=bias)
             self.kv = nn.Linear(context_dim, 2 * dim, bias=bias)
         self.proj = nn.Linear(dim, dim, bias=bias)
+        self._bound: dict[str, Tensor | None] = {}
+
+    def bind(
+        self,
+        *,
+        key_padding_mask: Tensor | None = None,
+        memory: Tensor | None = None,
+        memory_padding_mask: Tensor | None = None,
+        **_: object,
+    ) -> None:
+        """Set the per-batch conditioning used when ``forward`` is not given it explicitly.
+
+        Self-attention uses ``key_padding_mask`` (of the tokens themselves); cross-attention uses
+        ``memory`` as its key/value source and ``memory_padding_mask`` on it. Other keywords are
+        ignored, so one call can condition every branch of a field. The values stay bound until
+        the next call (adjoint methods evaluate the field again during backward).
+        """
+        if self.is_cross_attention:
+            self._bound = {"context": memory, "key_padding_mask": memory_padding_mask}
+        else:
+            self._bound = {"key_padding_mask": key_padding_mask}
 
     @property
     def is_cross_attention(self) -> bool:
         return not hasattr(self, "qkv")
 
     def forward(self, x: Tensor, context: Tensor | None = None, key_padding_mask: Tensor | None = None) -> Tensor:
+        context = self._bound.get("context") if context is None else context
+        key_padding_mask = self._bound.get("key_padding_mask") if key_padding_mask is None else key_padding_mask
         h = self.norm(x)
         if self.is_cross_attention:
             if context is None:
