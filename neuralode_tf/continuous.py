@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from torch import nn
+import torch
+from torch import Tensor, nn
 
 from ._typing import State
 from .numerics import FIXED_GRID_METHODS, Stats, solve
 
-__all__ = ["ContinuousDepth"]
+__all__ = ["ContinuousDepth", "regularization"]
 
 
 class ContinuousDepth(nn.Module):
@@ -32,6 +33,9 @@ class ContinuousDepth(nn.Module):
 
     Attributes:
         stats: The :class:`~neuralode_tf.numerics.Stats` of the last forward call (``None`` before it).
+        regularization: A scalar tensor that the last forward call asks to add to the training loss
+            (e.g. a transport cost), or ``None``. :func:`regularization` sums these over a model;
+            the training loop adds that sum to the loss.
     """
 
     def __init__(
@@ -52,6 +56,7 @@ class ContinuousDepth(nn.Module):
             step_size = 1.0
         self.solve_kwargs = dict(method=method, steps=steps, step_size=step_size, **solve_kwargs)
         self.stats: Stats | None = None
+        self.regularization: Tensor | None = None
 
     def forward(self, x: State, **conditioning: Any) -> State:
         """Integrate from ``x`` at ``t0`` and return the state at ``t1``.
@@ -70,3 +75,15 @@ class ContinuousDepth(nn.Module):
     def extra_repr(self) -> str:
         settings = ", ".join(f"{k}={v!r}" for k, v in self.solve_kwargs.items() if v is not None)
         return f"t0={self.t0}, t1={self.t1}, {settings}"
+
+
+def regularization(model: nn.Module) -> Tensor:
+    """The hook for regularisation terms: the sum of ``regularization`` over the model's ContinuousDepth modules.
+
+    Returns a zero tensor when no module reports one. The training loop computes
+    ``loss = task_loss + regularization(model)``; custom loops should do the same.
+    """
+    terms = [m.regularization for m in model.modules() if isinstance(m, ContinuousDepth) and m.regularization is not None]
+    if not terms:
+        return torch.zeros(())
+    return torch.stack([term.reshape(()) for term in terms]).sum()

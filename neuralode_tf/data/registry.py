@@ -1,0 +1,43 @@
+"""Datasets by name, for command-line front-ends: :data:`DATASETS` and :func:`load`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from .images import digits, load_cifar100, load_mnist, mnist1d
+from .listops import listops
+from .points import load_modelnet40, load_modelnet40_h5, shapes3d
+from .seq2seq import TASKS, seq2seq
+from .splits import Splits
+from .text import load_imdb, tweets
+
+__all__ = ["DATASETS", "STAND_INS", "load"]
+
+STAND_INS: dict[str, Callable[..., Splits]] = {
+    "digits": digits,
+    "mnist1d": mnist1d,
+    "tweets": tweets,
+    "listops": listops,
+    "shapes3d": shapes3d,
+    **{task: partial(seq2seq, task) for task in TASKS},
+}
+"""Datasets available offline, generated or shipped with a package; all take ``seed=``."""
+
+DATASETS: dict[str, Callable[..., Splits]] = {
+    **STAND_INS,
+    "mnist": load_mnist,
+    "cifar100": load_cifar100,
+    "imdb": load_imdb,
+    "modelnet40": load_modelnet40,
+    "modelnet40_h5": load_modelnet40_h5,
+}
+"""Every dataset by name: the stand-ins and the loaders of the papers' datasets, which take ``root=``."""
+
+
+def load(name: str, **options: Any) -> Splits:
+    """The dataset ``name`` of :data:`DATASETS`, built with keyword ``options`` (e.g. ``seed=0``, ``root=...``)."""
+    if name not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}; choose from {sorted(DATASETS)}")
+    return DATASETS[name](**options)
