@@ -83,7 +83,9 @@ def regularization(model: nn.Module) -> Tensor:
     Returns a zero tensor when no module reports one. The training loop computes
     ``loss = task_loss + regularization(model)``; custom loops should do the same.
     """
-    terms = [m.regularization for m in model.modules() if isinstance(m, ContinuousDepth) and m.regularization is not None]
+    terms = [
+        m.regularization for m in model.modules() if isinstance(m, ContinuousDepth) and m.regularization is not None
+    ]
     if not terms:
         return torch.zeros(())
     return torch.stack([term.reshape(()) for term in terms]).sum()

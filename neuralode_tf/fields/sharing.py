@@ -35,7 +35,7 @@ class WeightSharedField(nn.Module):
 
     Reading ``t`` synchronises with the device when a backend passes it on an accelerator (the
     built-in integrators keep it on the CPU). torchode's per-sample solving passes one time per
-    sample; each parameter set then runs on the samples in its piece. torchode's backsolve adjoint
+    sample; each sample then takes the output of its own piece's set. torchode's backsolve adjoint
     evaluates fields under ``vmap``, where a time cannot pick a module, so it is not supported.
 
     If every layer has ``parts`` (e.g. :class:`~neuralode_tf.fields.SplitField`), so does this
@@ -59,20 +59,21 @@ class WeightSharedField(nn.Module):
     def index(self, t: Tensor | float) -> int:
         """``σ(t)``: the parameter set used at time ``t``."""
         k = len(self.layers)
-        return min(max(math.floor(float(t) * k / self.depth), 0), k - 1)
+        time = float(t.detach()) if isinstance(t, Tensor) else float(t)
+        return min(max(math.floor(time * k / self.depth), 0), k - 1)
 
     def forward(self, t: Tensor, y: State) -> State:
         if not (isinstance(t, Tensor) and t.numel() > 1):
             return self.layers[self.index(t)](t, y)
-        # Per-sample times (torchode): run each parameter set on the samples that are in its piece.
+        # Per-sample times (torchode): each sample takes the output of the set of its own piece.
+        # Every set present runs on the whole batch, so masks bound to the batch keep their shape.
         k = len(self.layers)
-        sets = (torch.floor(t.detach() * k / self.depth)).clamp(0, k - 1).long()
+        sets = torch.floor(t.detach() * k / self.depth).clamp(0, k - 1).long()
         present = sets.unique().tolist()
-        if len(present) == 1:
-            return self.layers[present[0]](t, y)
-        pieces = {j: (sets == j).nonzero().flatten() for j in present}
-        outs = {j: self.layers[j](t[rows], _rows(y, rows)) for j, rows in pieces.items()}
-        return _scatter(y, pieces, outs)
+        out = self.layers[present[0]](t, y)
+        for j in present[1:]:
+            out = _select(sets == j, self.layers[j](t, y), out)
+        return out
 
     @property
     def jump_times(self) -> list[float]:
@@ -85,27 +86,24 @@ class WeightSharedField(nn.Module):
 
     @property
     def parts(self) -> tuple[WeightSharedField, ...]:
-        """Part ``i`` shares weights across depth like the whole field does."""
-        layer_parts = [getattr(layer, "parts", None) for layer in self.layers]
-        if not all(layer_parts) or len({len(p) for p in layer_parts}) != 1:
-            raise AttributeError(
-                "parts: the layers of this WeightSharedField are not all split into the same number of parts"
-            )
-        return tuple(WeightSharedField(group, self.depth) for group in zip(*layer_parts))
+        """Part ``i`` shares weights across depth like the whole field does (built once, then cached)."""
+        cached = self.__dict__.get("_parts")
+        if cached is None:
+            layer_parts = [getattr(layer, "parts", None) for layer in self.layers]
+            if not all(layer_parts) or len({len(p) for p in layer_parts}) != 1:
+                raise AttributeError(
+                    "parts: the layers of this WeightSharedField are not all split into the same number of parts"
+                )
+            cached = tuple(WeightSharedField(group, self.depth) for group in zip(*layer_parts))
+            # Kept out of the module tree: the parts reuse the layers' own parameters.
+            self.__dict__["_parts"] = cached
+        return cached
 
 
-def _rows(y: State, rows: Tensor) -> State:
-    return tuple(leaf[rows] for leaf in y) if isinstance(y, tuple) else y[rows]
+def _select(rows: Tensor, chosen: State, other: State) -> State:
+    """Per sample (leading dimension), ``chosen`` where ``rows`` is True, else ``other``."""
 
+    def pick(a: Tensor, b: Tensor) -> Tensor:
+        return torch.where(rows.reshape(-1, *([1] * (a.ndim - 1))), a, b)
 
-def _scatter(y: State, pieces: dict[int, Tensor], outs: dict[int, State]) -> State:
-    """Reassemble per-piece outputs into one state shaped like ``y``."""
-
-    def leaf(i: int | None) -> Tensor:
-        template = y if i is None else y[i]
-        out = torch.empty_like(template)
-        for j, rows in pieces.items():
-            out[rows] = outs[j] if i is None else outs[j][i]
-        return out
-
-    return tuple(leaf(i) for i in range(len(y))) if isinstance(y, tuple) else leaf(None)
+    return tuple(map(pick, chosen, other)) if isinstance(chosen, tuple) else pick(chosen, other)

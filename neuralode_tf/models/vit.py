@@ -1,0 +1,244 @@
+"""A Vision Transformer whose encoder is a continuous-depth ODE, and the papers' ViTs as presets."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ..continuous import ContinuousDepth
+from ..fields import ParallelField, SplitField, WeightSharedField
+from ..nn import AttentionBranch, MLPBranch
+
+__all__ = ["ViT", "VIT_PRESETS", "vit_preset", "transformer_field"]
+
+_FIELDS = {"split": SplitField, "parallel": ParallelField}
+
+
+def transformer_field(
+    dim: int,
+    depth: int,
+    heads: int,
+    *,
+    mlp_ratio: float = 4.0,
+    field: str = "split",
+    num_sets: int | None = None,
+    attention_only: bool = False,
+) -> WeightSharedField:
+    """The field of a ``depth``-layer pre-norm transformer stack on ``[0, depth]``, built from new branches.
+
+    Each parameter set is an :class:`~neuralode_tf.nn.AttentionBranch` ``G`` and an
+    :class:`~neuralode_tf.nn.MLPBranch` ``F`` (hidden width ``mlp_ratio * dim``), read as
+
+    * ``field="split"``: :class:`~neuralode_tf.fields.SplitField` ``(G, F)``: one Lie-Trotter Euler
+      step of size 1 is the standard block ``x + G(x)``, then ``+ F(.)`` (Lu et al. 2019);
+    * ``field="parallel"``: :class:`~neuralode_tf.fields.ParallelField` ``(G, F)``: one Euler step
+      of size 1 is the parallel block ``x + G(x) + F(x)`` (Zhong et al. 2022, eq. 4).
+
+    Both are the ODE ``dx/dt = G_σ(t)(x) + F_σ(t)(x)`` of Zhong et al. (eq. 3), with the ``num_sets``
+    parameter sets spread over depth by :class:`~neuralode_tf.fields.WeightSharedField` (consecutive
+    groups of ``depth / num_sets`` layers share one set; Zhong et al., Table 1).
+
+    Args:
+        dim: Token width ``d``.
+        depth: Number of layers ``D``: the field lives on ``[0, D]``, one unit of time per layer.
+        heads: Attention heads; must divide ``dim``.
+        mlp_ratio: Hidden width of the MLP over ``dim``.
+        field: ``"split"`` or ``"parallel"``.
+        num_sets: Independent parameter sets ``k`` (default ``depth``: no sharing); must divide ``depth``.
+        attention_only: Leave out the MLP branch (``dx/dt = G(x)``, the MNIST ViT of Sander et al. 2022
+            and Kan et al. 2025).
+    """
+    num_sets = depth if num_sets is None else num_sets
+    if not (isinstance(depth, int) and isinstance(num_sets, int) and 1 <= num_sets <= depth and depth % num_sets == 0):
+        raise ValueError(f"num_sets must be a positive divisor of depth={depth!r}, got num_sets={num_sets!r}")
+    hidden = round(mlp_ratio * dim)
+    sets = [
+        (AttentionBranch(dim, heads),) if attention_only else (AttentionBranch(dim, heads), MLPBranch(dim, hidden))
+        for _ in range(num_sets)
+    ]
+    return _stack_field(sets, depth, field)
+
+
+def _stack_field(sets: Sequence[Sequence[nn.Module]], depth: int, field: str) -> WeightSharedField:
+    """``WeightSharedField`` over ``[0, depth]`` whose layers combine each set's branches as ``field`` says."""
+    if field not in _FIELDS:
+        later = " ('composed', the composition of all blocks as one field, is not implemented yet)"
+        raise ValueError(
+            f"unknown field {field!r}; valid: {', '.join(map(repr, _FIELDS))}{later if field == 'composed' else ''}"
+        )
+    return WeightSharedField([_FIELDS[field](*branches) for branches in sets], depth)
+
+
+def _encoder(field: nn.Module, depth: float, method: str | None, **solve_kwargs: Any) -> ContinuousDepth:
+    """``ContinuousDepth`` over ``[0, depth]``; by default the discrete stack the field was read from.
+
+    ``method=None`` picks ``"lie_trotter"`` for a field with ``parts`` and ``"euler"`` otherwise, which
+    with the default unit steps compute the residual blocks themselves.
+    """
+    if method is None:
+        method = "lie_trotter" if getattr(field, "parts", None) else "euler"
+    return ContinuousDepth(field, t1=depth, method=method, **solve_kwargs)
+
+
+class ViT(nn.Module):
+    """Vision Transformer (Dosovitskiy et al. 2021) with a continuous-depth encoder.
+
+    .. math::
+
+        x(0) = [x_{cls};\\, P(I)] + E_{pos}, \\qquad \\frac{dx}{dt} = f(t, x) \\text{ on } [0, D],
+        \\qquad \\mathrm{logits} = W\\, \\mathrm{LN}(x(D))_{cls} + b
+
+    where ``P`` is the patch embedding (a convolution with kernel and stride ``patch_size``, i.e. a
+    linear map of each flattened patch), ``x_cls`` the learned class token and ``E_pos`` the learned
+    positions. The encoder is a :class:`~neuralode_tf.ContinuousDepth` of the field ``f``:
+
+    * ``field="split"`` with the default ``method`` (``lie_trotter``) and unit steps computes exactly
+      the discrete pre-norm ViT/DeiT stack of ``depth`` blocks ``x + G(x)``, then ``+ F(.)``;
+    * ``field="parallel"`` with the default ``method`` (``euler``) and unit steps is the parallel
+      block of Zhong et al. (2022, eq. 4), ``x + G(x) + F(x)``;
+    * any other ``method``, ``steps`` or ``step_size`` of :func:`~neuralode_tf.solve` integrates the
+      same ODE differently (e.g. ``method="rk4"``, Zhong et al. Table 1; 20 Euler steps on
+      ``[0, 1]``, Kan et al. 2025);
+    * ``num_sets=k`` builds the ``depth`` layers from ``k`` parameter sets (weight sharing);
+    * ``field`` may also be a ready-made field module ``(t, x) -> dx/dt`` on tokens
+      ``(B, 1 + num_patches, dim)``, integrated over ``[0, depth]``.
+
+    Parameters: a shared set is counted once by ``sum(p.numel() for p in model.parameters())``. Each
+    set has ``4d² + 6d`` attention parameters (LayerNorm, ``qkv``, output projection) plus
+    ``2dh + h + 3d`` MLP parameters (hidden width ``h``), so the encoder has ``k`` times that; the rest
+    is ``(C p² + 1) d`` (patches), ``(N + 2) d`` (class token, ``N + 1`` positions), ``2d`` (final
+    norm) and ``(d + 1) n_cls`` (head).
+
+    Args:
+        img_size: Image height and width (an int for square images); each divisible by ``patch_size``.
+        patch_size: Side of the square patches.
+        in_chans: Image channels ``C``.
+        num_classes: Number of logits.
+        dim: Token width ``d``.
+        depth: Number of layers ``D`` (the length of depth-time).
+        heads: Attention heads (default ``dim // 64``, at least 1: head width 64 as in ViT and DeiT).
+        mlp_ratio: MLP hidden width over ``dim`` (default 4).
+        field: ``"split"``, ``"parallel"`` (see :func:`transformer_field`) or a field module.
+        num_sets: Independent parameter sets (default ``depth``); must divide ``depth``.
+        attention_only: Blocks without the MLP branch.
+        method, steps, step_size, **solve_kwargs: Solve settings of :class:`~neuralode_tf.ContinuousDepth`
+            (``adjoint``, ``backend``, ``rtol``, ...). ``method=None`` is ``"lie_trotter"`` for a
+            field with ``parts`` (a split field) and ``"euler"`` otherwise; fixed-grid methods take
+            unit steps unless ``steps`` or ``step_size`` is given.
+
+    Shapes:
+        ``images``: ``(B, in_chans, H, W)`` with ``(H, W)`` equal to ``img_size``. Logits: ``(B, num_classes)``.
+    """
+
+    def __init__(
+        self,
+        img_size: int | tuple[int, int] = 224,
+        patch_size: int = 16,
+        in_chans: int = 3,
+        num_classes: int = 1000,
+        dim: int = 192,
+        depth: int = 12,
+        heads: int | None = None,
+        mlp_ratio: float | None = None,
+        *,
+        field: str | nn.Module = "split",
+        num_sets: int | None = None,
+        attention_only: bool = False,
+        method: str | None = None,
+        steps: int | None = None,
+        step_size: float | None = None,
+        **solve_kwargs: Any,
+    ):
+        super().__init__()
+        self.img_size = (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
+        if any(side % patch_size for side in self.img_size):
+            raise ValueError(f"img_size={self.img_size} must be divisible by patch_size={patch_size}")
+        self.in_chans = in_chans
+        num_patches = (self.img_size[0] // patch_size) * (self.img_size[1] // patch_size)
+        if isinstance(field, nn.Module):
+            settings = {"heads": heads, "mlp_ratio": mlp_ratio, "num_sets": num_sets, "attention_only": attention_only}
+            given = [name for name, value in settings.items() if value is not None and value is not False]
+            if given:
+                raise ValueError(f"{given} configure the built-in field; with a ready-made field module leave them out")
+        else:
+            field = transformer_field(
+                dim,
+                depth,
+                max(dim // 64, 1) if heads is None else heads,
+                mlp_ratio=4.0 if mlp_ratio is None else mlp_ratio,
+                field=field,
+                num_sets=num_sets,
+                attention_only=attention_only,
+            )
+        self.patch_embed = nn.Conv2d(in_chans, dim, kernel_size=patch_size, stride=patch_size)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
+        self.pos_embed = nn.Parameter(torch.zeros(1, num_patches + 1, dim))
+        nn.init.trunc_normal_(self.cls_token, std=0.02)
+        nn.init.trunc_normal_(self.pos_embed, std=0.02)
+        self.encoder = _encoder(field, depth, method, steps=steps, step_size=step_size, **solve_kwargs)
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, num_classes)
+
+    def forward_features(self, images: Tensor) -> Tensor:
+        """Tokens ``LN(x(D))``, shaped ``(B, 1 + num_patches, dim)``; the class token comes first."""
+        expected = (self.in_chans, *self.img_size)
+        if images.ndim != 4 or tuple(images.shape[1:]) != expected:
+            raise ValueError(
+                f"expected images of shape (B, {', '.join(map(str, expected))}), got {tuple(images.shape)}"
+            )
+        x = self.patch_embed(images).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos_embed
+        return self.norm(self.encoder(x))
+
+    def forward_head(self, x: Tensor, pre_logits: bool = False) -> Tensor:
+        """Logits from the class token of ``forward_features``' output (its features with ``pre_logits``)."""
+        x = x[:, 0]
+        return x if pre_logits else self.head(x)
+
+    def forward(self, images: Tensor) -> Tensor:
+        return self.forward_head(self.forward_features(images))
+
+
+VIT_PRESETS: dict[str, dict[str, Any]] = {
+    # Sander et al. 2022 / Kan et al. 2025 (OT-Transformer), MNIST: one attention-only block, one head.
+    "ot_mnist_baseline": dict(
+        img_size=28, patch_size=7, in_chans=1, num_classes=10, dim=128, depth=1, heads=1, attention_only=True
+    ),
+    "ot_mnist_ode": dict(
+        img_size=28, patch_size=7, in_chans=1, num_classes=10, dim=64, depth=1, heads=1, attention_only=True,
+        method="euler", steps=20,
+    ),
+    # DeiT-Ti (Touvron et al. 2021), the baseline of Zhong et al. 2022.
+    "deit_tiny": dict(img_size=224, patch_size=16, in_chans=3, num_classes=1000, dim=192, depth=12, heads=3),
+    "deit_tiny_cifar100": dict(img_size=32, patch_size=4, in_chans=3, num_classes=100, dim=192, depth=12, heads=3),
+    # DeiT-Ti scaled to scikit-learn's 8x8 digits: 16 patches of 2x2.
+    "deit_tiny_digits": dict(img_size=8, patch_size=2, in_chans=1, num_classes=10, dim=64, depth=6, heads=4),
+}  # fmt: skip
+"""Configurations of :class:`ViT` by name, for :func:`vit_preset`.
+
+========================  =====================================================================================
+``ot_mnist_baseline``     MNIST ViT of Sander et al. (2022) as the baseline of Kan et al. (2025, Table 2): 28x28x1,
+                          patch 7, one attention-only block, one head, ``d = 128``, one discrete block.
+``ot_mnist_ode``          Kan et al.'s continuous model: the same with ``d = 64``, integrated on ``[0, 1]`` with
+                          20 Euler steps. (Their attention has no biases and a 64-wide inner dimension; ours
+                          has biases and width ``d``: 21,898 parameters here for their 18k.)
+``deit_tiny``             DeiT-Ti: 224x224x3, patch 16, ``d = 192``, depth 12, 3 heads, MLP ratio 4, split field.
+``deit_tiny_cifar100``    DeiT-Ti on CIFAR-100 images (32x32x3, patch 4, 100 classes), the baseline of Zhong et
+                          al. (2022). Their rows: ``field="parallel"`` (proposed model), ``num_sets=6, 4, 3, 2, 1``
+                          (weight sharing), ``method="rk4"``.
+``deit_tiny_digits``      DeiT-Ti-like ViT for scikit-learn's 8x8x1 digits: patch 2, ``d = 64``, depth 6, 4 heads.
+========================  =====================================================================================
+"""
+
+
+def vit_preset(name: str, **overrides: Any) -> ViT:
+    """The :class:`ViT` of the preset ``name`` in :data:`VIT_PRESETS`, with keyword ``overrides``.
+
+    Example: ``vit_preset("deit_tiny_cifar100", field="parallel", num_sets=6, method="rk4")``.
+    """
+    if name not in VIT_PRESETS:
+        raise ValueError(f"unknown ViT preset {name!r}; valid: {', '.join(map(repr, VIT_PRESETS))}")
+    return ViT(**{**VIT_PRESETS[name], **overrides})
