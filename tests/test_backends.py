@@ -136,3 +136,12 @@ def test_solution_records_times_and_final_state(problem):
     assert torch.equal(solution.y1, solution.ys[-1])
     # 0->0.3 takes two steps (no step longer than 0.25), 0.3->1 takes three.
     assert solution.stats.n_accepted == 5 and solution.stats.nfe == 5
+
+
+def test_torchode_backsolve_with_a_float32_state():
+    field = transformer_field(dtype=torch.float32)
+    x = tokens(dtype=torch.float32).requires_grad_()
+    solve(
+        field, x, [0.0, 1.0], method="dopri5", backend="torchode", adjoint="adjoint", rtol=1e-5, atol=1e-5
+    ).y1.sum().backward()
+    assert x.grad is not None and torch.isfinite(x.grad).all()

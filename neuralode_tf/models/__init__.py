@@ -9,6 +9,7 @@ count is ``sum(p.numel() for p in model.parameters())``.
 
 from .seq2seq import Seq2Seq, decoder_field
 from .set_transformer import MAB, PMA, InducedAttentionBranch, SetTransformer, isab_field
+from .signal import SignalClassifier
 from .text import PAD, TextClassifier, TokenEmbedding, encoder_field, sinusoidal_positions
 
 # --- ViT and timm conversion (vit.py, timm.py): exports go here ---------------------------------
@@ -28,5 +29,6 @@ __all__ = [
     "InducedAttentionBranch",
     "isab_field",
     "SetTransformer",
+    "SignalClassifier",
     # --- ViT and timm conversion exports go here ---
 ]

@@ -153,12 +153,20 @@ class TextClassifier(nn.Module):
         Every sequence needs at least one real token.
         """
         key_padding_mask = tokens.eq(PAD) if key_padding_mask is None else key_padding_mask.bool()
-        x = self.encoder(self.embed(tokens, key_padding_mask), key_padding_mask=key_padding_mask)
+        return self.classify(self.embed(tokens, key_padding_mask), key_padding_mask)
+
+    def classify(self, x: Tensor, key_padding_mask: Tensor | None) -> Tensor:
+        """Logits of embedded tokens ``x`` ``(B, L, dim)``: encoder, final norm, masked pooling, head.
+
+        ``key_padding_mask`` ``(B, L)`` is True at padding, or ``None`` when nothing is padded."""
+        x = self.encoder(x, key_padding_mask=key_padding_mask)
         return self.head(self.dropout(_masked_pool(self.norm(x), key_padding_mask, self.pooling)))
 
 
-def _masked_pool(x: Tensor, key_padding_mask: Tensor, pooling: str) -> Tensor:
+def _masked_pool(x: Tensor, key_padding_mask: Tensor | None, pooling: str) -> Tensor:
     """Mean or max of ``x`` ``(B, L, d)`` over the positions where ``key_padding_mask`` is False."""
+    if key_padding_mask is None:
+        return x.amax(dim=-2) if pooling == "max" else x.mean(dim=-2)
     pad = key_padding_mask.unsqueeze(-1)
     if pooling == "max":
         return x.masked_fill(pad, -math.inf).amax(dim=-2)

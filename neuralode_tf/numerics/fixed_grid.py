@@ -126,6 +126,26 @@ def integrate(first_step: Step, step: Step, y0: State, grid: list[list[float]], 
             fn = first_step if first else step
             first = False
             h = t_next - t
-            y = _checkpoint(fn, t, h, y, use_reentrant=False) if checkpoint else fn(t, h, y)
+            y = _checkpointed(fn, t, h, y) if checkpoint else fn(t, h, y)
         out.append(y)
     return out
+
+
+def _checkpointed(fn: Step, t: float, h: float, y: State) -> State:
+    """``fn(t, h, y)`` under activation checkpointing.
+
+    torch's checkpoint does not know XLA devices, so there torch_xla's (reentrant) variant runs,
+    with the tensors of a tuple state passed one by one as it requires.
+    """
+    leaves = y if isinstance(y, tuple) else (y,)
+    if leaves[0].device.type != "xla":
+        return _checkpoint(fn, t, h, y, use_reentrant=False)
+    if not any(leaf.requires_grad for leaf in leaves):
+        # A reentrant checkpoint whose inputs need no gradient would drop the parameters' gradients.
+        return fn(t, h, y)
+    from torch_xla.utils.checkpoint import checkpoint as xla_checkpoint
+
+    def flat(*tensors: Tensor) -> State:
+        return fn(t, h, tuple(tensors) if isinstance(y, tuple) else tensors[0])
+
+    return xla_checkpoint(flat, *leaves)

@@ -74,7 +74,8 @@ def solve_torchode(
     flat = _Flattened(counting, y0, per_sample)
     y_flat = flat.flatten(y0, (leaves(y0)[0].shape[0],) if per_sample else (1,))
     batch = y_flat.shape[0]
-    t_eval = torch.tensor(t, dtype=torch.float64, device=y_flat.device).expand(batch, -1)
+    # Times in the state's dtype: torchode's backsolve mixes float64 times into float32 states otherwise.
+    t_eval = torch.tensor(t, dtype=y_flat.dtype, device=y_flat.device).expand(batch, -1)
 
     term = to.ODETerm(flat)
     step_method = METHODS[method](term=term)
@@ -83,7 +84,7 @@ def solve_torchode(
         dt0 = step_size
     else:
         controller = to.IntegralController(atol=atol, rtol=rtol, term=term)
-    dt = None if dt0 is None else torch.full((batch,), dt0, dtype=torch.float64, device=y_flat.device)
+    dt = None if dt0 is None else torch.full((batch,), dt0, dtype=y_flat.dtype, device=y_flat.device)
     problem = to.InitialValueProblem(y_flat, t_start=t_eval[:, 0], t_end=t_eval[:, -1], t_eval=t_eval)
     if adjoint:
         solver = to.BacksolveAdjoint(term, step_method, controller)

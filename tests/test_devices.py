@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 import torch
 
 import neuralode_tf
@@ -26,14 +27,15 @@ def test_rk4_matches_cpu(device: torch.device) -> None:
     torch.testing.assert_close(out.cpu(), ref, atol=1e-4, rtol=1e-4)
 
 
-def test_rk4_backward_matches_cpu(device: torch.device) -> None:
+@pytest.mark.parametrize("adjoint", ["backprop", "checkpoint"])
+def test_rk4_backward_matches_cpu(device: torch.device, adjoint: str) -> None:
     field_cpu = _field()
     field_dev = copy.deepcopy(field_cpu).to(device)
     y0 = torch.randn(2, 8, 16)
     grads = []
     for field, dev in ((field_cpu, torch.device("cpu")), (field_dev, device)):
         y = y0.detach().to(dev).requires_grad_()
-        loss = neuralode_tf.solve(field, y, [0.0, 0.5, 1.0], method="rk4", steps=4).ys.square().sum()
+        loss = neuralode_tf.solve(field, y, [0.0, 0.5, 1.0], method="rk4", steps=4, adjoint=adjoint).ys.square().sum()
         loss.backward()
         grads.append((y.grad.cpu(), [p.grad.cpu() for p in field.parameters()]))
     (gy_cpu, gp_cpu), (gy_dev, gp_dev) = grads

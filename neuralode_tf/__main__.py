@@ -1,0 +1,7 @@
+"""``python -m neuralode_tf train ...``: the same as the ``neuralode-tf`` command."""
+
+import sys
+
+from .train.cli import main
+
+sys.exit(main())

@@ -1,0 +1,214 @@
+"""The training loop: seeded data order, atomic checkpoints, exact resume, DDP, metrics.
+
+Exact resume rests on one rule: everything a step does is a function of the checkpointed state
+(model, optimizer, scheduler) and of the step number. The data order of epoch ``e`` is the
+permutation drawn from a generator seeded with ``(seed, e)``, so the batch of step ``k`` is known
+without replaying the steps before it, and a resumed run on CPU reproduces the uninterrupted loss
+curve bit for bit.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import Tensor, nn
+from tqdm.auto import tqdm
+
+from ..continuous import ContinuousDepth, regularization
+from .config import TrainConfig
+from .tasks import Task, build_task
+
+__all__ = ["train", "evaluate", "NonFiniteLossError"]
+
+CHECKPOINT = "checkpoint.pt"
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss became NaN or Inf; the last good checkpoint is kept."""
+
+
+def train(config: TrainConfig) -> dict[str, Any]:
+    """Train ``config.preset`` and return the final metrics (also written to ``out_dir``).
+
+    Under ``torchrun`` (``WORLD_SIZE > 1``) each process takes its share of every global batch
+    and DistributedDataParallel averages the gradients (gloo on CPU, nccl on GPU), so the run
+    follows the same trajectory as one process on the same global batch.
+    """
+    rank, world = _init_distributed()
+    device = torch.device(
+        config.device if config.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    )
+    if device.type == "cuda" and world > 1:
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+    out = Path(config.out_dir)
+    if rank == 0:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.json").write_text(json.dumps(asdict(config), indent=2))
+
+    torch.manual_seed(config.seed)
+    task = build_task(config)
+    model = task.model.to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    steps_per_epoch = len(task.train) // config.batch_size
+    if steps_per_epoch == 0:
+        raise ValueError(f"batch_size={config.batch_size} exceeds the {len(task.train)} training examples")
+    if config.batch_size % world:
+        raise ValueError(f"batch_size={config.batch_size} must be divisible by the {world} processes")
+    total = steps_per_epoch * config.epochs
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _warmup_cosine(total, config.warmup_steps))
+
+    history: list[dict[str, float]] = []
+    start = 0
+    checkpoint_path = out / CHECKPOINT
+    if config.resume and checkpoint_path.exists():
+        state = torch.load(checkpoint_path, map_location=device, weights_only=False)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        start, history = state["step"], state["history"]
+    trained = nn.parallel.DistributedDataParallel(model) if world > 1 else model
+
+    stop = total if config.max_steps is None else min(total, config.max_steps)
+    bar = tqdm(
+        range(start, stop), initial=start, total=stop, disable=rank != 0 or not config.progress, desc=config.preset
+    )
+    local = config.batch_size // world
+    for step in bar:
+        epoch, index = divmod(step, steps_per_epoch)
+        order = _permutation(len(task.train), config.seed, epoch)
+        rows = order[index * config.batch_size : (index + 1) * config.batch_size][rank * local : (rank + 1) * local]
+        inputs, target = task.batch(task.train, rows, device)
+        model.train()
+        logits = trained(**inputs)
+        loss = task.loss(logits, target)
+        total_loss = loss + regularization(model)
+        if not _finite_everywhere(total_loss):
+            raise NonFiniteLossError(
+                f"the loss became {total_loss.item()} at step {step} (epoch {epoch}); stopping. The last good "
+                f"checkpoint is {checkpoint_path if checkpoint_path.exists() else 'not written yet'}. Lower the "
+                "learning rate, use more solver steps, or clip gradients harder"
+            )
+        optimizer.zero_grad(set_to_none=True)
+        total_loss.backward()
+        if config.grad_clip:
+            nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        optimizer.step()
+        scheduler.step()
+        record = {
+            "step": step + 1,
+            "epoch": epoch,
+            "loss": loss.item(),
+            "accuracy": task.accuracy(logits, target),
+            "nfe": float(_nfe(model)),
+            "lr": scheduler.get_last_lr()[0],
+        }
+        history.append(record)
+        bar.set_postfix(loss=f"{record['loss']:.3f}", acc=f"{record['accuracy']:.2f}", nfe=int(record["nfe"]))
+        if rank == 0 and config.checkpoint_every and (step + 1) % config.checkpoint_every == 0:
+            _save(checkpoint_path, model, optimizer, scheduler, step + 1, history)
+    bar.close()
+
+    if rank == 0 and (stop > start or not checkpoint_path.exists()):
+        _save(checkpoint_path, model, optimizer, scheduler, stop, history)
+    result = {
+        "preset": config.preset,
+        "steps": stop,
+        "final_loss": history[-1]["loss"] if history else math.nan,
+        "test_accuracy": evaluate(model, task, device, config.eval_batch_size),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "world_size": world,
+    }
+    if rank == 0:
+        _write_metrics(out, history, result)
+        if config.progress:
+            print(
+                f"{config.preset}: test accuracy {100 * result['test_accuracy']:.2f}% "
+                f"({result['parameters']:,} parameters, {stop} steps)"
+            )
+    if world > 1:
+        dist.barrier()
+    return result
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, task: Task, device: torch.device, batch_size: int = 256) -> float:
+    """Accuracy on the test split."""
+    model.eval()
+    correct, count = 0.0, 0
+    for first in range(0, len(task.test), batch_size):
+        rows = torch.arange(first, min(first + batch_size, len(task.test)))
+        inputs, target = task.batch(task.test, rows, device)
+        n = task.count(target)
+        correct += task.accuracy(model(**inputs), target) * n
+        count += n
+    return correct / count
+
+
+def _permutation(n: int, seed: int, epoch: int) -> Tensor:
+    generator = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+    return torch.randperm(n, generator=generator)
+
+
+def _warmup_cosine(total: int, warmup: int):
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = (step - warmup) / max(1, total - warmup)
+        return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+
+    return factor
+
+
+def _nfe(model: nn.Module) -> int:
+    return sum(m.stats.nfe for m in model.modules() if isinstance(m, ContinuousDepth) and m.stats is not None)
+
+
+def _finite_everywhere(loss: Tensor) -> bool:
+    finite = torch.isfinite(loss.detach()).float()
+    if dist.is_available() and dist.is_initialized():
+        dist.all_reduce(finite, op=dist.ReduceOp.MIN)
+    return bool(finite.item())
+
+
+def _save(path: Path, model, optimizer, scheduler, step: int, history: list[dict[str, float]]) -> None:
+    """Write the checkpoint atomically: to a temporary file, flushed to disk, then renamed over."""
+    tmp = path.with_suffix(".tmp")
+    state = {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "step": step,
+        "history": history,
+    }
+    with open(tmp, "wb") as handle:
+        torch.save(state, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def _write_metrics(out: Path, history: list[dict[str, float]], result: dict[str, Any]) -> None:
+    if history:
+        with open(out / "metrics.csv", "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(history[0]))
+            writer.writeheader()
+            writer.writerows(history)
+    (out / "metrics.json").write_text(json.dumps({**result, "written": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=2))
+
+
+def _init_distributed() -> tuple[int, int]:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return 0, 1
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
+    return dist.get_rank(), world

@@ -1,0 +1,104 @@
+"""Tasks: a model, a dataset's splits, and how to turn rows of a split into model inputs and targets.
+
+The batch layout follows the dataset's :data:`~neuralode_tf.data.Kind`:
+
+* ``image``: ``model(images=x)``; ``signal``: ``model(signal=x)``;
+* ``tokens``: ``model(tokens=x, key_padding_mask=mask)``;
+* ``points``: ``model(points=torch_geometric.data.Batch)``;
+* ``seq2seq``: ``model(src, tgt_in, src_padding_mask, tgt_padding_mask)`` with teacher forcing; the
+  targets are the next tokens, and padding is ignored by the loss and the accuracy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..data import Splits
+from .config import TrainConfig
+
+__all__ = ["Task", "build_task"]
+
+_IGNORE = -100
+
+
+@dataclass
+class Task:
+    """What the training loop needs to know about a preset."""
+
+    model: nn.Module
+    data: Splits
+
+    @property
+    def train(self) -> Any:
+        return self.data.train
+
+    @property
+    def test(self) -> Any:
+        return self.data.test
+
+    def batch(self, split: Any, rows: Tensor, device: torch.device) -> tuple[dict[str, Any], Tensor]:
+        """Model inputs and targets of ``split[rows]``, on ``device``."""
+        return _BATCHERS[self.data.kind](split, rows, device)
+
+    def loss(self, logits: Tensor, target: Tensor) -> Tensor:
+        return F.cross_entropy(logits.flatten(0, -2), target.flatten(), ignore_index=_IGNORE)
+
+    def accuracy(self, logits: Tensor, target: Tensor) -> float:
+        """Fraction of correct predictions (tokens for seq2seq), ignoring padding."""
+        counted = target != _IGNORE
+        correct = (logits.argmax(-1) == target) & counted
+        return correct.sum().item() / max(1, counted.sum().item())
+
+    def count(self, target: Tensor) -> int:
+        return int((target != _IGNORE).sum())
+
+
+def build_task(config: TrainConfig) -> Task:
+    """The task of ``config.preset`` with its model and data overrides."""
+    from .presets import PRESETS
+
+    preset = PRESETS[config.preset]
+    data = preset.load_data(config.data)
+    return Task(model=preset.build_model(data, config.model), data=data)
+
+
+def _classification(name: str) -> Callable[[Any, Tensor, torch.device], tuple[dict[str, Any], Tensor]]:
+    def batch(split: Any, rows: Tensor, device: torch.device) -> tuple[dict[str, Any], Tensor]:
+        return {name: split.x[rows].to(device)}, split.y[rows].to(device)
+
+    return batch
+
+
+def _tokens(split: Any, rows: Tensor, device: torch.device) -> tuple[dict[str, Any], Tensor]:
+    mask = split.mask[rows]
+    length = int((~mask).sum(-1).max())  # trim the padding no sequence of this batch needs
+    inputs = {"tokens": split.x[rows, :length].to(device), "key_padding_mask": mask[:, :length].to(device)}
+    return inputs, split.y[rows].to(device)
+
+
+def _points(split: Any, rows: Tensor, device: torch.device) -> tuple[dict[str, Any], Tensor]:
+    from torch_geometric.data import Batch
+
+    batch = Batch.from_data_list([split[i] for i in rows.tolist()]).to(device)
+    return {"points": batch}, batch.y.reshape(-1)
+
+
+def _seq2seq(split: Any, rows: Tensor, device: torch.device) -> tuple[dict[str, Any], Tensor]:
+    src, src_mask, tgt, tgt_mask = (t[rows].to(device) for t in (split.src, split.src_mask, split.tgt, split.tgt_mask))
+    inputs = {"src": src, "tgt_in": tgt[:, :-1], "src_padding_mask": src_mask, "tgt_padding_mask": tgt_mask[:, :-1]}
+    return inputs, tgt[:, 1:].masked_fill(tgt_mask[:, 1:], _IGNORE)
+
+
+_BATCHERS = {
+    "image": _classification("images"),
+    "signal": _classification("signal"),
+    "tokens": _tokens,
+    "points": _points,
+    "seq2seq": _seq2seq,
+}

@@ -1,0 +1,127 @@
+"""The training loop: overrides, exact resume, SIGKILL, non-finite loss, torchrun/DDP."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from neuralode_tf.train import NonFiniteLossError, TrainConfig, apply_overrides, train
+from neuralode_tf.train.cli import main
+from neuralode_tf.train.tasks import Task
+
+TINY = {"dim": 16, "depth": 2, "heads": 2}
+
+
+def tiny(out_dir: Path, **settings) -> TrainConfig:
+    base = TrainConfig(
+        preset="vit_digits", epochs=2, batch_size=32, lr=1e-3, out_dir=str(out_dir), progress=False, model=dict(TINY)
+    )
+    return replace(base, **settings)
+
+
+def losses(out_dir: Path) -> list[float]:
+    return [row["loss"] for row in torch.load(out_dir / "checkpoint.pt", weights_only=False)["history"]]
+
+
+def test_overrides_reach_the_config_model_and_data():
+    values = apply_overrides(
+        {"preset": "x", "model": {"dim": 8}}, ["lr=3e-4", "model.method=rk4", "data.seed=2", "resume=true"]
+    )
+    assert values["lr"] == 3e-4 and values["resume"] is True
+    assert values["model"] == {"dim": 8, "method": "rk4"} and values["data"] == {"seed": 2}
+    with pytest.raises(ValueError, match="unknown setting 'learning_rate'"):
+        apply_overrides({}, ["learning_rate=1"])
+    with pytest.raises(ValueError, match="key=value"):
+        apply_overrides({}, ["lr"])
+
+
+def test_resume_reproduces_the_uninterrupted_run(tmp_path):
+    whole = train(tiny(tmp_path / "whole", max_steps=8))
+    train(tiny(tmp_path / "split", max_steps=4))
+    resumed = train(tiny(tmp_path / "split", max_steps=8, resume=True))
+    assert losses(tmp_path / "split") == losses(tmp_path / "whole")
+    assert resumed["test_accuracy"] == whole["test_accuracy"]
+    rows = (tmp_path / "split" / "metrics.csv").read_text().splitlines()
+    assert rows[0].startswith("step,epoch,loss,accuracy,nfe") and len(rows) == 9
+    assert json.loads((tmp_path / "split" / "metrics.json").read_text())["steps"] == 8
+
+
+def test_sigkill_loses_nothing_but_the_steps_after_the_last_checkpoint(tmp_path):
+    settings = ["epochs=2", "batch_size=32", "max_steps=30", "checkpoint_every=2", "progress=false"]
+    settings += [f"model.{k}={v}" for k, v in TINY.items()]
+    reference, killed = tmp_path / "reference", tmp_path / "killed"
+    assert main(["train", "vit_digits", "--out-dir", str(reference), "--set", *settings]) == 0
+    command = [
+        sys.executable,
+        "-m",
+        "neuralode_tf",
+        "train",
+        "vit_digits",
+        "--out-dir",
+        str(killed),
+        "--set",
+        *settings,
+    ]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    checkpoint = killed / "checkpoint.pt"
+    deadline = time.time() + 120
+    while time.time() < deadline and process.poll() is None:
+        if checkpoint.exists() and torch.load(checkpoint, weights_only=False)["step"] >= 6:
+            break
+        time.sleep(0.05)
+    if process.poll() is not None:
+        pytest.skip("the run finished before it could be killed")
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    step = torch.load(checkpoint, weights_only=False)["step"]
+    assert 6 <= step < 30
+    assert main(["train", "vit_digits", "--out-dir", str(killed), "--resume", "--set", *settings]) == 0
+    assert losses(killed) == losses(reference)
+
+
+def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
+    calls = {"n": 0}
+    original = Task.loss
+
+    def loss(self, logits, target):
+        calls["n"] += 1
+        value = original(self, logits, target)
+        return value * float("nan") if calls["n"] == 5 else value
+
+    monkeypatch.setattr(Task, "loss", loss)
+    with pytest.raises(NonFiniteLossError, match=r"the loss became nan at step 4 .*checkpoint\.pt"):
+        train(tiny(tmp_path, max_steps=10, checkpoint_every=2))
+    assert torch.load(tmp_path / "checkpoint.pt", weights_only=False)["step"] == 4
+
+
+def test_cli_lists_presets(capsys):
+    assert main(["train", "--list"]) == 0
+    listed = capsys.readouterr().out
+    for name in ("vit_digits", "text_tweets", "set_shapes3d", "transformer_mnist1d", "seq2seq_reverse"):
+        assert name in listed
+
+
+def test_torchrun_two_processes_match_one_process(tmp_path):
+    """DDP on 2 CPU processes (gloo) with a global batch of 32 follows the single-process run."""
+    settings = ["epochs=1", "batch_size=32", "max_steps=4", "progress=false", "device=cpu"]
+    settings += [f"model.{k}={v}" for k, v in TINY.items()]
+    single, ddp = tmp_path / "single", tmp_path / "ddp"
+    assert main(["train", "vit_digits", "--out-dir", str(single), "--set", *settings]) == 0
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    command += ["-m", "neuralode_tf", "train", "vit_digits", "--out-dir", str(ddp), "--set", *settings]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    subprocess.run(command, check=True, env=env, capture_output=True, timeout=300)
+    a = torch.load(single / "checkpoint.pt", weights_only=False)["model"]
+    b = torch.load(ddp / "checkpoint.pt", weights_only=False)["model"]
+    # Gradients are averaged in another order (all-reduce), so Adam steps agree to float rounding.
+    assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-4
+    assert json.loads((ddp / "metrics.json").read_text())["world_size"] == 2
