@@ -17,9 +17,9 @@ from neuralode_tf.models import (
     SetTransformer,
     TextClassifier,
     decoder_field,
-    encoder_field,
     isab_field,
     sinusoidal_positions,
+    transformer_field,
 )
 
 # --------------------------------------------------------------------------------------------
@@ -107,7 +107,7 @@ def _garbage_padding(points, real, extra):
     ],
 )
 def test_set_transformer_padding_never_changes_real_points_or_logits(encoder, solve):
-    field = encoder_field(16, 2, depth=2) if encoder == "sab" else None
+    field = transformer_field(16, 2, 2) if encoder == "sab" else None
     model = SetTransformer(5, dim=16, num_heads=2, num_inducing=4, num_seeds=2, field=field, **solve).eval()
     lengths = [7, 3, 1]
     real = _random_mask(lengths, 7)
@@ -185,7 +185,7 @@ def test_text_classifier_padding_never_changes_the_logits(pooling, solve):
 
 
 def test_text_classifier_takes_any_field_and_solve_settings():
-    field = encoder_field(16, 2, depth=4, num_sets=2)
+    field = transformer_field(16, 4, 2, num_sets=2)
     model = TextClassifier(20, 2, dim=16, depth=4, field=field, method="midpoint", steps=2, adjoint="checkpoint")
     tokens = torch.randint(1, 20, (2, 5))
     model(tokens).sum().backward()
@@ -310,7 +310,7 @@ def test_wide_beam_search_is_exhaustive_search(length_penalty):
 
 
 def test_seq2seq_fields_are_pluggable_and_output_can_be_untied():
-    encoder = encoder_field(16, 2, depth=3, num_sets=1)
+    encoder = transformer_field(16, 3, 2, num_sets=1)
     decoder = decoder_field(16, 2, depth=2, mlp_hidden=8)
     tied = Seq2Seq(11, 13, dim=16, encoder_depth=3, encoder=encoder, decoder=decoder, method="heun", steps=2)
     assert tied.encoder.field is encoder and tied.decoder.field is decoder

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from neuralode_tf.fields import SplitField, WeightSharedField
+from neuralode_tf.models import VIT_PRESETS, ViT, transformer_field, vit_preset
 from neuralode_tf.models.timm import continuous_from_timm
-from neuralode_tf.models.vit import VIT_PRESETS, ViT, transformer_field, vit_preset
 from neuralode_tf.nn import AttentionBranch, MLPBranch, timm_block_branches
 
 

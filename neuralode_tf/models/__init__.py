@@ -1,4 +1,5 @@
-"""Model front-ends: continuous-depth transformers for sets, text and sequence-to-sequence tasks.
+"""Model front-ends: continuous-depth transformers for images (ViT, timm conversion), sets, text, signals and
+sequence-to-sequence tasks.
 
 Every model takes a field (or builds the default one) and the solve settings of its
 :class:`~neuralode_tf.ContinuousDepth` stack(s) (``method``, ``steps`` / ``step_size``,
@@ -7,20 +8,19 @@ depth-time, computes the discrete pre-norm network the field was read from. A mo
 count is ``sum(p.numel() for p in model.parameters())``.
 """
 
+from .blocks import transformer_field
 from .seq2seq import Seq2Seq, decoder_field
 from .set_transformer import MAB, PMA, InducedAttentionBranch, SetTransformer, isab_field
 from .signal import SignalClassifier
-from .text import PAD, TextClassifier, TokenEmbedding, encoder_field, sinusoidal_positions
-
-# --- ViT and timm conversion (vit.py, timm.py): exports go here ---------------------------------
-
-# ------------------------------------------------------------------------------------------------
+from .text import PAD, TextClassifier, TokenEmbedding, sinusoidal_positions
+from .timm import ContinuousVisionTransformer, continuous_from_timm
+from .vit import VIT_PRESETS, ViT, vit_preset
 
 __all__ = [
     "PAD",
     "sinusoidal_positions",
     "TokenEmbedding",
-    "encoder_field",
+    "transformer_field",
     "TextClassifier",
     "decoder_field",
     "Seq2Seq",
@@ -30,5 +30,9 @@ __all__ = [
     "isab_field",
     "SetTransformer",
     "SignalClassifier",
-    # --- ViT and timm conversion exports go here ---
+    "ViT",
+    "VIT_PRESETS",
+    "vit_preset",
+    "ContinuousVisionTransformer",
+    "continuous_from_timm",
 ]

@@ -10,7 +10,8 @@ from torch import Tensor, nn
 from ..continuous import ContinuousDepth
 from ..fields import SplitField, WeightSharedField
 from ..nn import AttentionBranch, MLPBranch
-from .text import PAD, TokenEmbedding, encoder_field
+from .blocks import transformer_field
+from .text import PAD, TokenEmbedding
 
 __all__ = ["decoder_field", "Seq2Seq"]
 
@@ -67,7 +68,7 @@ class Seq2Seq(nn.Module):
         tgt_vocab_size: Target token ids (default: ``src_vocab_size``).
         dim, num_heads: Width and attention heads of the default fields.
         encoder_depth, decoder_depth: Depth-time of the encoder and the decoder (blocks of the default fields).
-        encoder, decoder: Fields to use instead of :func:`~neuralode_tf.models.text.encoder_field` and
+        encoder, decoder: Fields to use instead of :func:`~neuralode_tf.models.transformer_field` and
             :func:`decoder_field`.
         num_sets: Independent parameter sets of each default field (weight sharing across depth).
         mlp_hidden: Hidden width of the default fields' MLPs (default ``4 * dim``).
@@ -101,7 +102,7 @@ class Seq2Seq(nn.Module):
         super().__init__()
         tgt_vocab_size = src_vocab_size if tgt_vocab_size is None else tgt_vocab_size
         sizes = dict(num_sets=num_sets, mlp_hidden=mlp_hidden)
-        encoder = encoder_field(dim, num_heads, encoder_depth, **sizes) if encoder is None else encoder
+        encoder = transformer_field(dim, encoder_depth, num_heads, **sizes) if encoder is None else encoder
         decoder = decoder_field(dim, num_heads, decoder_depth, **sizes) if decoder is None else decoder
         solve_kwargs.update(method=method, steps=steps, step_size=step_size)
         self.src_embed = TokenEmbedding(src_vocab_size, dim)

@@ -189,7 +189,7 @@ class SetTransformer(nn.Module):
         num_seeds: PMA seeds ``k``; their outputs are concatenated for the head.
         field: The encoder field on ``[0, depth]``; default :func:`isab_field`. Any field whose
             modules take ``bind(key_padding_mask=...)`` works, e.g. the SAB encoder
-            :func:`~neuralode_tf.models.text.encoder_field` (self-attention, ``O(n^2)``).
+            :func:`~neuralode_tf.models.transformer_field` (self-attention, ``O(n^2)``).
         num_sets: Independent parameter sets of the default field (weight sharing across depth).
         mlp_hidden: Hidden width of every rFF (default ``dim``: the reference's rFF is one
             ``dim x dim`` layer).

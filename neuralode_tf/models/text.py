@@ -9,10 +9,9 @@ import torch
 from torch import Tensor, nn
 
 from ..continuous import ContinuousDepth
-from ..fields import SplitField, WeightSharedField
-from ..nn import AttentionBranch, MLPBranch
+from .blocks import transformer_field
 
-__all__ = ["PAD", "sinusoidal_positions", "TokenEmbedding", "encoder_field", "TextClassifier"]
+__all__ = ["PAD", "sinusoidal_positions", "TokenEmbedding", "TextClassifier"]
 
 PAD = 0
 """Id of the padding token in every model here (``padding_idx`` of the embeddings)."""
@@ -68,22 +67,6 @@ class TokenEmbedding(nn.Module):
         return x + sinusoidal_positions(tokens.shape[-1], self.dim, device=x.device, dtype=x.dtype)
 
 
-def encoder_field(
-    dim: int, num_heads: int, depth: int, *, num_sets: int | None = None, mlp_hidden: int | None = None
-) -> WeightSharedField:
-    """The pre-norm transformer encoder as a field on ``[0, depth]``.
-
-    .. math:: \\frac{dx}{dt} = \\mathrm{Attn}_{\\sigma(t)}(x) + \\mathrm{MLP}_{\\sigma(t)}(x)
-
-    A :class:`~neuralode_tf.fields.WeightSharedField` of ``num_sets`` (default ``depth``, no
-    sharing) blocks ``SplitField(AttentionBranch, MLPBranch)``. One ``lie_trotter`` Euler step per
-    unit of time is the standard pre-norm encoder stack ``x + attn(x)``, then ``+ mlp(.)``
-    (Vaswani et al. 2017; Xiong et al. 2020); ``euler`` gives the parallel block of Zhong et al. (2022).
-    """
-    blocks = [SplitField(AttentionBranch(dim, num_heads), MLPBranch(dim, mlp_hidden)) for _ in range(num_sets or depth)]
-    return WeightSharedField(blocks, depth)
-
-
 class TextClassifier(nn.Module):
     """Sequence classification with a continuous-depth transformer encoder.
 
@@ -102,8 +85,8 @@ class TextClassifier(nn.Module):
         vocab_size: Number of token ids; id :data:`PAD` (0) is padding.
         num_classes: Number of output classes.
         dim, num_heads, depth: Width, heads and depth-time ``D`` (the number of blocks of the default field).
-        field: The vector field on ``[0, depth]``; default :func:`encoder_field` ``(dim, num_heads, depth,
-            num_sets=num_sets, mlp_hidden=mlp_hidden)``. Its :class:`~neuralode_tf.nn.AttentionBranch`\\ es
+        field: The vector field on ``[0, depth]``; default :func:`~neuralode_tf.models.transformer_field` ``(dim, depth,
+            num_heads, num_sets=num_sets, mlp_hidden=mlp_hidden)``. Its :class:`~neuralode_tf.nn.AttentionBranch`\\ es
             receive the padding mask through ``bind``.
         num_sets: Independent parameter sets of the default field (weight sharing, Zhong et al. 2022).
         mlp_hidden: Hidden width of the default field's MLPs (default ``4 * dim``).
@@ -140,7 +123,7 @@ class TextClassifier(nn.Module):
         self.pooling = pooling
         self.embed = TokenEmbedding(vocab_size, dim)
         if field is None:
-            field = encoder_field(dim, num_heads, depth, num_sets=num_sets, mlp_hidden=mlp_hidden)
+            field = transformer_field(dim, depth, num_heads, num_sets=num_sets, mlp_hidden=mlp_hidden)
         self.encoder = ContinuousDepth(field, t1=depth, method=method, steps=steps, step_size=step_size, **solve_kwargs)
         self.norm = nn.LayerNorm(dim)
         self.dropout = nn.Dropout(dropout)

@@ -8,7 +8,7 @@ from torch import Tensor, nn
 
 from ..continuous import ContinuousDepth
 from ..nn import timm_block_branches
-from .vit import _encoder, _stack_field
+from .blocks import _encoder, _stack_field
 
 __all__ = ["ContinuousVisionTransformer", "continuous_from_timm"]
 

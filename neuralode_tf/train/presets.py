@@ -13,8 +13,7 @@ from typing import Any
 from torch import nn
 
 from ..data import Splits, load
-from ..models import Seq2Seq, SetTransformer, SignalClassifier, TextClassifier
-from ..models.vit import vit_preset
+from ..models import Seq2Seq, SetTransformer, SignalClassifier, TextClassifier, vit_preset
 from .config import TrainConfig
 
 __all__ = ["Preset", "PRESETS"]
@@ -69,7 +68,7 @@ PRESETS: dict[str, Preset] = {
     for name, description, dataset, model, settings in [
         (
             "vit_digits",
-            "DeiT-Ti-like ViT (patch 2, d=64, 6 blocks) on scikit-learn digits",
+            "DeiT-Ti-like ViT (patch 2, d=48, 4 parallel blocks) on scikit-learn digits",
             "digits",
             _vit,
             dict(epochs=30, batch_size=64, lr=2e-3, weight_decay=0.05, warmup_steps=50),
