@@ -63,7 +63,7 @@ def _pytest(session: nox.Session, *args: str, env: dict[str, str] | None = None)
 @nox.session(reuse_venv=True)
 def tests(session: nox.Session) -> None:
     """CPU test suite (pytest on tests/)."""
-    _install(session, "-e", ".[dev,vision]")
+    _install(session, "-e", ".[dev,vision,graph,data]")
     _pytest(session, "tests")
 
 
@@ -72,7 +72,7 @@ def tests_gpu(session: nox.Session) -> None:
     """Portable and GPU tests on CUDA (skips when there is no CUDA GPU)."""
     if shutil.which("nvidia-smi") is None:
         session.skip("no NVIDIA GPU: nvidia-smi not found")
-    _install(session, "-e", ".[dev,vision]")
+    _install(session, "-e", ".[dev,vision,graph,data]")
     has_cuda = session.run(_python(session), "-c", "import torch; print(torch.cuda.is_available())", silent=True)
     if not isinstance(has_cuda, str) or has_cuda.strip().splitlines()[-1] != "True":
         session.skip("torch.cuda.is_available() is False in this environment")
@@ -148,7 +148,7 @@ def _percent_sources(folder: Path) -> list[Path]:
 @nox.session(reuse_venv=True)
 def notebooks(session: nox.Session) -> None:
     """Regenerate .ipynb from the py:percent sources (keeping stored outputs) and run them with nbval."""
-    _install(session, "-e", ".[dev,vision,docs]")
+    _install(session, "-e", ".[dev,vision,graph,data,docs]")
     python = _python(session)
     sources = [p for folder in _notebook_dirs() if folder.is_dir() for p in _percent_sources(folder)]
     if not sources:

@@ -41,3 +41,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(autouse=True)
 def _seed() -> None:
     torch.manual_seed(0)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"neuralode_tf device under test: {DEVICE} (NEURALODE_TF_TEST_DEVICE)"
