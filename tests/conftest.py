@@ -14,6 +14,11 @@ import torch
 
 DEVICE = os.environ.get("NEURALODE_TF_TEST_DEVICE", "cpu")
 
+# The tests use small tensors, for which one thread is as fast as several, and several OpenMP threads
+# on a busy 2-core machine spin against each other (a 50-step rk4 solve took 16 s with 2 threads
+# under load and 0.06 s with 1).
+torch.set_num_threads(int(os.environ.get("NEURALODE_TF_TEST_THREADS", "1")))
+
 
 def _device() -> torch.device:
     if DEVICE == "xla":

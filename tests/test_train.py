@@ -71,7 +71,9 @@ def test_sigkill_loses_nothing_but_the_steps_after_the_last_checkpoint(tmp_path)
         "--set",
         *settings,
     ]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # The same thread count as this process, so that float reductions match bit for bit.
+    env = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())}
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     checkpoint = killed / "checkpoint.pt"
     deadline = time.time() + 120
     while time.time() < deadline and process.poll() is None:
@@ -125,3 +127,16 @@ def test_torchrun_two_processes_match_one_process(tmp_path):
     # Gradients are averaged in another order (all-reduce), so Adam steps agree to float rounding.
     assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-4
     assert json.loads((ddp / "metrics.json").read_text())["world_size"] == 2
+
+
+def test_config_file_with_overrides(tmp_path):
+    config = tmp_path / "run.toml"
+    config.write_text(
+        'preset = "vit_digits"\nepochs = 1\nbatch_size = 32\nmax_steps = 2\nprogress = false\n'
+        "[model]\ndim = 16\ndepth = 2\nheads = 2\n"
+    )
+    out = tmp_path / "out"
+    assert main(["train", "--config", str(config), "--out-dir", str(out), "--set", "max_steps=3", "model.depth=1"]) == 0
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["max_steps"] == 3 and saved["model"] == {"dim": 16, "depth": 1, "heads": 2}
+    assert json.loads((out / "metrics.json").read_text())["steps"] == 3

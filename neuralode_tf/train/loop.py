@@ -4,7 +4,7 @@ Exact resume rests on one rule: everything a step does is a function of the chec
 (model, optimizer, scheduler) and of the step number. The data order of epoch ``e`` is the
 permutation drawn from a generator seeded with ``(seed, e)``, so the batch of step ``k`` is known
 without replaying the steps before it, and a resumed run on CPU reproduces the uninterrupted loss
-curve bit for bit.
+curve bit for bit (with the same number of CPU threads: float reductions depend on it).
 """
 
 from __future__ import annotations
