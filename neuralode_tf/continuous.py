@@ -8,7 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from ._typing import State
-from .numerics import FIXED_GRID_METHODS, Stats, solve
+from .numerics import FIXED_GRID_METHODS, SolverConfigError, Stats, resolve_backend, solve
 
 __all__ = ["ContinuousDepth", "regularization"]
 
@@ -65,12 +65,26 @@ class ContinuousDepth(nn.Module):
         per-batch conditioning, passed to ``bind(**conditioning)`` of every submodule of the field
         that has one (:meth:`~neuralode_tf.nn.AttentionBranch.bind`); calling without them clears it.
         """
+        if any(value is not None for value in conditioning.values()) and self._backsolves_per_sample():
+            raise SolverConfigError(
+                "torchode's backsolve adjoint evaluates the field one sample at a time (vmap), which per-batch "
+                "conditioning (masks, memory) cannot follow; use backend='torchdiffeq' for adjoint='adjoint', "
+                "or adjoint='backprop'/'checkpoint'"
+            )
         for module in self.field.modules():
             if callable(getattr(module, "bind", None)):
                 module.bind(**conditioning)
         solution = solve(self.field, x, [self.t0, self.t1], **self.solve_kwargs)
         self.stats = solution.stats
         return solution.y1
+
+    def _backsolves_per_sample(self) -> bool:
+        settings = self.solve_kwargs
+        if settings.get("adjoint") != "adjoint":
+            return False
+        keys = ("adjoint", "substep", "seminorm", "per_sample")
+        options = {k: settings[k] for k in keys if settings.get(k) is not None}
+        return resolve_backend(self.field, settings["method"], settings.get("backend", "auto"), **options) == "torchode"
 
     def extra_repr(self) -> str:
         settings = ", ".join(f"{k}={v!r}" for k, v in self.solve_kwargs.items() if v is not None)

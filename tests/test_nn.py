@@ -131,3 +131,15 @@ def test_continuous_depth_binds_masks_and_memory():
     assert (out[1, :3] - alone[0]).abs().max().item() <= 1e-5
     with pytest.raises(ValueError, match="pass context="):
         model(x)  # binding nothing clears the memory
+
+
+def test_conditioning_with_torchode_backsolve_is_refused():
+    from neuralode_tf import ContinuousDepth
+    from neuralode_tf.fields import SplitField
+    from neuralode_tf.numerics import SolverConfigError
+
+    model = ContinuousDepth(SplitField(AttentionBranch(8, 2)), method="tsit5", adjoint="adjoint")
+    pad = torch.zeros(1, 3, dtype=torch.bool)
+    with pytest.raises(SolverConfigError, match="one sample at a time"):
+        model(torch.randn(1, 3, 8), key_padding_mask=pad)
+    assert model(torch.randn(1, 3, 8)).shape == (1, 3, 8)  # without conditioning it runs

@@ -1,7 +1,7 @@
 """Numerics: one :func:`solve` over the built-in fixed-grid and splitting integrators, torchdiffeq
 and torchode, with backprop, checkpointing or adjoint gradients."""
 
-from ._api import BACKENDS, FIXED_GRID_METHODS, GRADIENTS, methods, solve
+from ._api import BACKENDS, FIXED_GRID_METHODS, GRADIENTS, methods, resolve_backend, solve
 from .errors import (
     FieldOutputError,
     InvalidStateError,
@@ -17,6 +17,7 @@ from .tableaus import TABLEAUS, ButcherTableau
 
 __all__ = [
     "solve",
+    "resolve_backend",
     "methods",
     "BACKENDS",
     "GRADIENTS",

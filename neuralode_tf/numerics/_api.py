@@ -25,7 +25,7 @@ from .errors import (
 from .solution import Solution, Stats
 from .tableaus import TABLEAUS
 
-__all__ = ["solve", "BACKENDS", "GRADIENTS", "FIXED_GRID_METHODS", "methods"]
+__all__ = ["solve", "resolve_backend", "BACKENDS", "GRADIENTS", "FIXED_GRID_METHODS", "methods"]
 
 Field = Callable[[Tensor, State], State]
 
@@ -116,7 +116,9 @@ def solve(
     """
     _check_state(y0)
     times = _check_times(t)
-    backend = _resolve_backend(field, method, backend, adjoint, substep, seminorm, per_sample)
+    backend = resolve_backend(
+        field, method, backend, adjoint=adjoint, substep=substep, seminorm=seminorm, per_sample=per_sample
+    )
     step = _step_size(method, backend, times, step_size, steps)
     stats = Stats(backend=backend)
 
@@ -205,15 +207,17 @@ def _check_times(t: Sequence[float] | Tensor) -> list[float]:
     return times
 
 
-def _resolve_backend(
+def resolve_backend(
     field: Field,
     method: str,
-    backend: str,
-    adjoint: str,
-    substep: str | None,
-    seminorm: bool,
-    per_sample: bool | None,
+    backend: str = "auto",
+    *,
+    adjoint: str = "backprop",
+    substep: str | None = None,
+    seminorm: bool = False,
+    per_sample: bool | None = None,
 ) -> str:
+    """The backend :func:`solve` runs with these settings; raises :class:`SolverConfigError` if none can."""
     if backend != "auto" and backend not in BACKENDS:
         raise SolverConfigError(f"unknown backend {backend!r}; valid: 'auto', {_quoted(BACKENDS)}")
     all_methods = sorted({m for ms in _METHODS.values() for m in ms})
