@@ -36,6 +36,12 @@ class ContinuousDepth(nn.Module):
         regularization: A scalar tensor that the last forward call asks to add to the training loss
             (e.g. a transport cost), or ``None``. :func:`regularization` sums these over a model;
             the training loop adds that sum to the loss.
+
+    **Augmented fields.** A field with methods ``initial_state(x) -> y0`` and
+    ``final_state(y1) -> (x1, regularization)`` evolves a larger state than the model's tokens
+    (e.g. :class:`~neuralode_tf.fields.KineticEnergy`: ``(x, e)``). The module then solves from
+    ``initial_state(x)``, returns ``x1`` and keeps ``regularization`` (e.g. the transport cost
+    ``λ/2 · mean e(T)``).
     """
 
     def __init__(
@@ -74,9 +80,15 @@ class ContinuousDepth(nn.Module):
         for module in self.field.modules():
             if callable(getattr(module, "bind", None)):
                 module.bind(**conditioning)
-        solution = solve(self.field, x, [self.t0, self.t1], **self.solve_kwargs)
+        augmented = callable(getattr(self.field, "initial_state", None))
+        y0 = self.field.initial_state(x) if augmented else x
+        solution = solve(self.field, y0, [self.t0, self.t1], **self.solve_kwargs)
         self.stats = solution.stats
-        return solution.y1
+        if not augmented:
+            self.regularization = None
+            return solution.y1
+        x1, self.regularization = self.field.final_state(solution.y1)
+        return x1
 
     def _backsolves_per_sample(self) -> bool:
         settings = self.solve_kwargs

@@ -107,7 +107,7 @@ def _garbage_padding(points, real, extra):
     ],
 )
 def test_set_transformer_padding_never_changes_real_points_or_logits(encoder, solve):
-    field = transformer_field(16, 2, 2) if encoder == "sab" else None
+    field = transformer_field(16, 2, 2) if encoder == "sab" else "split"
     model = SetTransformer(5, dim=16, num_heads=2, num_inducing=4, num_seeds=2, field=field, **solve).eval()
     lengths = [7, 3, 1]
     real = _random_mask(lengths, 7)

@@ -93,10 +93,10 @@ def test_zhong_table1_parameter_counts():
 def test_field_choices_and_errors():
     with pytest.raises(ValueError, match="positive divisor of depth"):
         transformer_field(16, 12, 2, num_sets=5)
-    with pytest.raises(ValueError, match="'composed'.*not implemented"):
-        ViT(8, 2, 1, 10, dim=16, depth=2, heads=2, field="composed")
-    with pytest.raises(ValueError, match="unknown field 'serial'; valid: 'split', 'parallel'"):
+    with pytest.raises(ValueError, match="unknown field 'serial'; valid: 'split', 'parallel', 'composed', 'node'"):
         ViT(8, 2, 1, 10, dim=16, depth=2, heads=2, field="serial")
+    with pytest.raises(ValueError, match="inner_residuals=False applies to field='composed' only"):
+        ViT(8, 2, 1, 10, dim=16, depth=2, heads=2, field="split", inner_residuals=False)
     attention_only = transformer_field(16, 2, 2, attention_only=True)
     assert all(len(layer.terms) == 1 for layer in attention_only.layers)
 
@@ -198,6 +198,35 @@ def test_timm_rk4_runs_and_differs(vit_tiny):
     assert _max_diff(logits, vit_tiny(images)) > 1e-4
 
 
+@torch.no_grad()
+def test_timm_composed_is_one_field_for_the_whole_stack(vit_tiny):
+    images = torch.randn(2, 3, 32, 32)
+    x = vit_tiny.norm_pre(vit_tiny.patch_drop(vit_tiny._pos_embed(vit_tiny.patch_embed(images))))
+    one_step = continuous_from_timm(vit_tiny, field="composed")
+    assert one_step.encoder.t1 == 1.0 and one_step.encoder.stats is None
+    # One Euler step with the blocks' own skips: the discrete stack's output plus an extra skip.
+    expected = vit_tiny.forward_head(vit_tiny.norm(x + vit_tiny.blocks(x)))
+    assert _max_diff(one_step(images), expected) <= 1e-5
+    assert one_step.encoder.stats.nfe == 1
+    twenty = continuous_from_timm(vit_tiny, field="composed", steps=20, transport_cost=0.01)
+    logits = twenty(images)
+    assert torch.isfinite(logits).all() and twenty.encoder.stats.nfe == 20
+    assert twenty.encoder.regularization.item() > 0
+
+
+@torch.no_grad()
+def test_timm_node_is_one_ode_per_block_without_its_outer_skip(vit_tiny):
+    images = torch.randn(2, 3, 32, 32)
+    converted = continuous_from_timm(vit_tiny, field="node")
+    assert len(converted.encoder.odes) == 12
+    x = vit_tiny.norm_pre(vit_tiny.patch_drop(vit_tiny._pos_embed(vit_tiny.patch_embed(images))))
+    for block in vit_tiny.blocks:  # one Euler step of dx/dt = F(x + G(x)) per block
+        attn, mlp = timm_block_branches(block)
+        x = x + mlp(x + attn(x))
+    assert _max_diff(converted(images), vit_tiny.forward_head(vit_tiny.norm(x))) <= 1e-5
+    assert converted.encoder.stats.nfe == 12
+
+
 def test_timm_parameters_are_shared(vit_tiny):
     model = copy.deepcopy(vit_tiny)  # trained below: keep the module's fixture intact
     converted = continuous_from_timm(model)
@@ -221,8 +250,6 @@ def test_timm_errors(timm, vit_tiny):
     )
     with pytest.raises(TypeError, match="ParallelScalingBlock is not a timm Block"):
         continuous_from_timm(parallel_scaling)
-    with pytest.raises(ValueError, match="'composed'.*not implemented yet"):
-        continuous_from_timm(vit_tiny, field="composed")
     with pytest.raises(ValueError, match="unknown field 'sequential'"):
         continuous_from_timm(vit_tiny, field="sequential")
     with pytest.raises(TypeError, match="Linear is not a timm VisionTransformer"):

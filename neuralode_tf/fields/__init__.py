@@ -1,8 +1,20 @@
 """Vector fields: modules with ``forward(t, y) -> dy/dt``."""
 
 from ._parts import Autonomous, as_field
+from .composed import BlockIncrementField, ComposedField
+from .kinetic import TRANSPORT_CONVENTIONS, KineticEnergy
 from .parallel import ParallelField
 from .sharing import WeightSharedField
 from .split import SplitField
 
-__all__ = ["SplitField", "ParallelField", "WeightSharedField", "Autonomous", "as_field"]
+__all__ = [
+    "SplitField",
+    "ParallelField",
+    "WeightSharedField",
+    "ComposedField",
+    "BlockIncrementField",
+    "KineticEnergy",
+    "TRANSPORT_CONVENTIONS",
+    "Autonomous",
+    "as_field",
+]

@@ -8,7 +8,8 @@ depth-time, computes the discrete pre-norm network the field was read from. A mo
 count is ``sum(p.numel() for p in model.parameters())``.
 """
 
-from .blocks import transformer_field
+from .blocks import FIELDS, stack_encoder, transformer_field
+from .node import NODETransformer
 from .seq2seq import Seq2Seq, decoder_field
 from .set_transformer import MAB, PMA, InducedAttentionBranch, SetTransformer, isab_field
 from .signal import SignalClassifier
@@ -20,7 +21,10 @@ __all__ = [
     "PAD",
     "sinusoidal_positions",
     "TokenEmbedding",
+    "FIELDS",
     "transformer_field",
+    "stack_encoder",
+    "NODETransformer",
     "TextClassifier",
     "decoder_field",
     "Seq2Seq",

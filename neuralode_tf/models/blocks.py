@@ -1,4 +1,4 @@
-"""Transformer stacks as fields, shared by the front-ends."""
+"""Transformer stacks as fields and continuous-depth encoders, shared by the front-ends."""
 
 from __future__ import annotations
 
@@ -8,12 +8,16 @@ from typing import Any
 from torch import nn
 
 from ..continuous import ContinuousDepth
-from ..fields import ParallelField, SplitField, WeightSharedField
+from ..fields import ComposedField, KineticEnergy, ParallelField, SplitField, WeightSharedField
 from ..nn import AttentionBranch, MLPBranch
+from .node import NODETransformer
 
-__all__ = ["transformer_field"]
+__all__ = ["FIELDS", "transformer_field", "stack_encoder"]
 
-_FIELDS = {"split": SplitField, "parallel": ParallelField}
+FIELDS = ("split", "parallel", "composed", "node")
+"""The readings of a stack of blocks as continuous depth, by name (see :func:`stack_encoder`)."""
+
+_SUMS = {"split": SplitField, "parallel": ParallelField}
 
 
 def transformer_field(
@@ -25,8 +29,9 @@ def transformer_field(
     field: str = "split",
     num_sets: int | None = None,
     attention_only: bool = False,
-) -> WeightSharedField:
-    """The field of a ``depth``-layer pre-norm transformer stack on ``[0, depth]``, built from new branches.
+    inner_residuals: bool = True,
+) -> nn.Module:
+    """The field of a ``depth``-layer pre-norm transformer stack, built from new branches.
 
     Each parameter set is an :class:`~neuralode_tf.nn.AttentionBranch` ``G`` and an
     :class:`~neuralode_tf.nn.MLPBranch` ``F`` (hidden width ``mlp_hidden``, default ``4 * dim``), read as
@@ -36,46 +41,119 @@ def transformer_field(
     * ``field="parallel"``: :class:`~neuralode_tf.fields.ParallelField` ``(G, F)``: one Euler step
       of size 1 is the parallel block ``x + G(x) + F(x)`` (Zhong et al. 2022, eq. 4).
 
-    Both are the ODE ``dx/dt = G_σ(t)(x) + F_σ(t)(x)`` of Zhong et al. (eq. 3), with the ``num_sets``
-    parameter sets spread over depth by :class:`~neuralode_tf.fields.WeightSharedField` (consecutive
-    groups of ``depth / num_sets`` layers share one set; Zhong et al., Table 1).
+    Both are the ODE ``dx/dt = G_σ(t)(x) + F_σ(t)(x)`` on ``[0, depth]`` of Zhong et al. (eq. 3), with
+    the ``num_sets`` parameter sets spread over depth by :class:`~neuralode_tf.fields.WeightSharedField`
+    (consecutive groups of ``depth / num_sets`` layers share one set; Zhong et al., Table 1).
+
+    * ``field="composed"``: :class:`~neuralode_tf.fields.ComposedField` of the ``depth`` blocks, one
+      autonomous field for the whole stack, to integrate over ``[0, T]`` (OT-Transformer, Kan et al.
+      2025), with or without ``inner_residuals``.
 
     Args:
         dim: Token width ``d``.
         depth: Number of layers ``D``: the field lives on ``[0, D]``, one unit of time per layer.
         heads: Attention heads; must divide ``dim``.
         mlp_hidden: Hidden width of the MLP (default ``4 * dim``).
-        field: ``"split"`` or ``"parallel"``.
+        field: ``"split"``, ``"parallel"`` or ``"composed"`` (``"node"`` is a chain of fields:
+            :func:`stack_encoder`).
         num_sets: Independent parameter sets ``k`` (default ``depth``: no sharing); must divide ``depth``.
         attention_only: Leave out the MLP branch (``dx/dt = G(x)``, the MNIST ViT of Sander et al. 2022
             and Kan et al. 2025).
+        inner_residuals: For ``"composed"``: keep each block's skips (as Kan et al.'s code) or not.
     """
+    sets = _transformer_sets(dim, heads, depth, mlp_hidden, num_sets, attention_only)
+    return _stack_field(sets, depth, field, inner_residuals)
+
+
+def _transformer_sets(
+    dim: int, heads: int, depth: int, mlp_hidden: int | None, num_sets: int | None, attention_only: bool
+) -> list[tuple[nn.Module, ...]]:
+    """``num_sets`` (default ``depth``) new sets ``(AttentionBranch, MLPBranch)``, or ``(AttentionBranch,)``."""
     num_sets = depth if num_sets is None else num_sets
     if not (isinstance(depth, int) and isinstance(num_sets, int) and 1 <= num_sets <= depth and depth % num_sets == 0):
         raise ValueError(f"num_sets must be a positive divisor of depth={depth!r}, got num_sets={num_sets!r}")
-    sets = [
+    return [
         (AttentionBranch(dim, heads),) if attention_only else (AttentionBranch(dim, heads), MLPBranch(dim, mlp_hidden))
         for _ in range(num_sets)
     ]
-    return _stack_field(sets, depth, field)
 
 
-def _stack_field(sets: Sequence[Sequence[nn.Module]], depth: int, field: str) -> WeightSharedField:
-    """``WeightSharedField`` over ``[0, depth]`` whose layers combine each set's branches as ``field`` says."""
-    if field not in _FIELDS:
-        later = " ('composed', the composition of all blocks as one field, is not implemented yet)"
-        raise ValueError(
-            f"unknown field {field!r}; valid: {', '.join(map(repr, _FIELDS))}{later if field == 'composed' else ''}"
-        )
-    return WeightSharedField([_FIELDS[field](*branches) for branches in sets], depth)
+def stack_encoder(
+    field: str | nn.Module,
+    depth: int,
+    sets: Sequence[Sequence[nn.Module]] | None = None,
+    *,
+    inner_residuals: bool = True,
+    t1: float | None = None,
+    transport_cost: float | None = None,
+    method: str | None = None,
+    steps: int | None = None,
+    step_size: float | None = None,
+    **solve_kwargs: Any,
+) -> nn.Module:
+    """The continuous-depth encoder ``x(0) -> x(T)`` of a stack of ``depth`` blocks, in one of the readings
+    of :data:`FIELDS`; block ``i`` uses the parameter set ``sets[i * len(sets) // depth]``.
+
+    ==============  ============================================  ===============  =====================
+    ``field``       ODE                                           default ``T``    default method
+    ==============  ============================================  ===============  =====================
+    ``"split"``     ``Σ_j b_{σ(t),j}(x)``, parts stepped in turn  ``depth``        ``lie_trotter``, h = 1
+    ``"parallel"``  the same sum, one field                       ``depth``        ``euler``, h = 1
+    ``"composed"``  ``B_D ∘ ... ∘ B_1(x)``, one field             ``1``            ``euler``, one step
+    ``"node"``      ``D`` ODEs ``b_k(u_{k-1})``, one per block    ``1`` each       ``euler``, one step
+    ==============  ============================================  ===============  =====================
+
+    The defaults compute the discrete stack for ``"split"`` and Zhong et al.'s parallel blocks for
+    ``"parallel"``; for ``"composed"`` and ``"node"`` see :class:`~neuralode_tf.fields.ComposedField`
+    and :class:`~neuralode_tf.models.NODETransformer`. Give ``steps`` for more steps
+    (e.g. 20 Euler steps on ``[0, 1]`` in Kan et al.'s MNIST experiment).
+
+    Args:
+        field: A name from :data:`FIELDS`, or a ready-made field ``(t, x) -> dx``, integrated over ``[0, t1]``.
+        depth: Number of blocks ``D``.
+        sets: The parameter sets, each a sequence of residual branches; needed for a named field.
+        inner_residuals: ``"composed"`` only: keep each block's skips (default, Kan et al.'s code).
+        t1: End of depth-time (defaults in the table; ``depth`` for a ready-made field).
+        transport_cost: ``λ``: augment with the kinetic energy (:class:`~neuralode_tf.fields.KineticEnergy`)
+            and report ``λ/2 · mean e(T)`` as the encoder's ``regularization`` (for ``"node"``, one per ODE).
+            ``0`` measures the energy without regularising; ``None`` (default) does not augment.
+        method, steps, step_size, **solve_kwargs: Solve settings (:class:`~neuralode_tf.ContinuousDepth`).
+    """
+    if field not in FIELDS and not isinstance(field, nn.Module):
+        raise ValueError(f"unknown field {field!r}; valid: {', '.join(map(repr, FIELDS))} or a field module")
+    if not inner_residuals and field != "composed":
+        raise ValueError(f"inner_residuals=False applies to field='composed' only, not to {field!r}")
+    if isinstance(field, str) and not sets:
+        raise ValueError(f"field={field!r} needs the parameter sets of the blocks")
+    settings = dict(steps=steps, step_size=step_size, **solve_kwargs)
+    if field == "node":
+        blocks = [sets[i * len(sets) // depth] for i in range(depth)]
+        t1 = 1.0 if t1 is None else t1
+        return NODETransformer(blocks, t1, transport_cost=transport_cost, method=method or "euler", **settings)
+    if isinstance(field, str):
+        field = _stack_field(sets, depth, field, inner_residuals)
+        t1 = (1.0 if isinstance(field, ComposedField) else depth) if t1 is None else t1
+    if transport_cost is not None:
+        field = KineticEnergy(field, transport_cost)
+    return _encoder(field, depth if t1 is None else t1, method, **settings)
 
 
-def _encoder(field: nn.Module, depth: float, method: str | None, **solve_kwargs: Any) -> ContinuousDepth:
-    """``ContinuousDepth`` over ``[0, depth]``; by default the discrete stack the field was read from.
+def _stack_field(sets: Sequence[Sequence[nn.Module]], depth: int, field: str, inner_residuals: bool) -> nn.Module:
+    """The field of ``depth`` blocks made of ``sets``: a ``WeightSharedField`` over ``[0, depth]`` whose layers
+    are split or parallel, or a ``ComposedField``."""
+    if field == "composed":
+        return ComposedField([sets[i * len(sets) // depth] for i in range(depth)], inner_residuals=inner_residuals)
+    if field not in _SUMS:
+        raise ValueError(f"unknown field {field!r}; valid: 'split', 'parallel', 'composed'")
+    return WeightSharedField([_SUMS[field](*branches) for branches in sets], depth)
+
+
+def _encoder(field: nn.Module, t1: float, method: str | None, **solve_kwargs: Any) -> ContinuousDepth:
+    """``ContinuousDepth`` over ``[0, t1]``; by default the discrete stack the field was read from.
 
     ``method=None`` picks ``"lie_trotter"`` for a field with ``parts`` and ``"euler"`` otherwise, which
     with the default unit steps compute the residual blocks themselves.
     """
     if method is None:
         method = "lie_trotter" if getattr(field, "parts", None) else "euler"
-    return ContinuousDepth(field, t1=depth, method=method, **solve_kwargs)
+    return ContinuousDepth(field, t1=t1, method=method, **solve_kwargs)

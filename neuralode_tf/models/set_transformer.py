@@ -41,9 +41,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..continuous import ContinuousDepth
 from ..fields import SplitField, WeightSharedField
 from ..nn import AttentionBranch, MLPBranch
+from .blocks import stack_encoder
 
 __all__ = ["MAB", "PMA", "InducedAttentionBranch", "isab_field", "SetTransformer"]
 
@@ -159,11 +159,18 @@ def isab_field(
     blocks ``SplitField(InducedAttentionBranch, MLPBranch)``; with ``lie_trotter``, Euler and unit
     steps it is the stack of ``depth`` pre-norm ISABs. ``mlp_hidden`` sets every rFF (default ``4 * dim``).
     """
-    blocks = [
-        SplitField(InducedAttentionBranch(dim, num_heads, num_inducing, mlp_hidden), MLPBranch(dim, mlp_hidden))
+    sets = _isab_sets(dim, num_heads, num_inducing, depth, num_sets, mlp_hidden)
+    return WeightSharedField([SplitField(*branches) for branches in sets], depth)
+
+
+def _isab_sets(
+    dim: int, num_heads: int, num_inducing: int, depth: int, num_sets: int | None, mlp_hidden: int | None
+) -> list[tuple[nn.Module, nn.Module]]:
+    """``num_sets`` (default ``depth``) new ISAB parameter sets ``(InducedAttentionBranch, MLPBranch)``."""
+    return [
+        (InducedAttentionBranch(dim, num_heads, num_inducing, mlp_hidden), MLPBranch(dim, mlp_hidden))
         for _ in range(num_sets or depth)
     ]
-    return WeightSharedField(blocks, depth)
 
 
 class SetTransformer(nn.Module):
@@ -187,16 +194,20 @@ class SetTransformer(nn.Module):
         num_inducing: Inducing points ``m`` per ISAB.
         depth: Depth-time ``D``, the number of ISABs of the default field.
         num_seeds: PMA seeds ``k``; their outputs are concatenated for the head.
-        field: The encoder field on ``[0, depth]``; default :func:`isab_field`. Any field whose
-            modules take ``bind(key_padding_mask=...)`` works, e.g. the SAB encoder
+        field: How the ``depth`` pre-norm ISABs become continuous depth: ``"split"`` (default,
+            :func:`isab_field`), ``"parallel"``, ``"composed"`` or ``"node"``
+            (:func:`~neuralode_tf.models.stack_encoder`); or a ready-made field on ``[0, depth]``
+            whose modules take ``bind(key_padding_mask=...)``, e.g. the SAB encoder
             :func:`~neuralode_tf.models.transformer_field` (self-attention, ``O(n^2)``).
         num_sets: Independent parameter sets of the default field (weight sharing across depth).
         mlp_hidden: Hidden width of every rFF (default ``dim``: the reference's rFF is one
             ``dim x dim`` layer).
         dropout: Dropout before and after PMA (0.5 in the reference ModelNet40 model).
-        method, steps, step_size, **solve_kwargs: Solve settings of the
-            :class:`~neuralode_tf.ContinuousDepth` encoder. The default, ``lie_trotter`` with one
-            Euler step per unit of time, is the discrete pre-norm ISAB stack.
+        inner_residuals, t1, transport_cost: OT-Transformer settings (:func:`~neuralode_tf.models.stack_encoder`);
+            the kinetic energy leaves padded points out.
+        method, steps, step_size, **solve_kwargs: Solve settings of the encoder. The default for
+            ``"split"``, ``lie_trotter`` with one Euler step per unit of time, is the discrete
+            pre-norm ISAB stack.
 
     The parameter count is ``sum(p.numel() for p in model.parameters())``.
     """
@@ -211,11 +222,14 @@ class SetTransformer(nn.Module):
         depth: int = 2,
         num_seeds: int = 1,
         *,
-        field: nn.Module | None = None,
+        field: str | nn.Module = "split",
         num_sets: int | None = None,
         mlp_hidden: int | None = None,
         dropout: float = 0.0,
-        method: str = "lie_trotter",
+        inner_residuals: bool = True,
+        t1: float | None = None,
+        transport_cost: float | None = None,
+        method: str | None = None,
         steps: int | None = None,
         step_size: float | None = None,
         **solve_kwargs: Any,
@@ -223,9 +237,21 @@ class SetTransformer(nn.Module):
         super().__init__()
         mlp_hidden = dim if mlp_hidden is None else mlp_hidden
         self.embed = nn.Linear(in_dim, dim)
-        if field is None:
-            field = isab_field(dim, num_heads, num_inducing, depth, num_sets=num_sets, mlp_hidden=mlp_hidden)
-        self.encoder = ContinuousDepth(field, t1=depth, method=method, steps=steps, step_size=step_size, **solve_kwargs)
+        sets = None
+        if not isinstance(field, nn.Module):
+            sets = _isab_sets(dim, num_heads, num_inducing, depth, num_sets, mlp_hidden)
+        self.encoder = stack_encoder(
+            field,
+            depth,
+            sets,
+            inner_residuals=inner_residuals,
+            t1=t1,
+            transport_cost=transport_cost,
+            method=method,
+            steps=steps,
+            step_size=step_size,
+            **solve_kwargs,
+        )
         self.dropout = nn.Dropout(dropout)
         self.pool = PMA(dim, num_heads, num_seeds, mlp_hidden)
         self.norm = nn.LayerNorm(dim)

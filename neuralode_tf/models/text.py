@@ -8,8 +8,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from ..continuous import ContinuousDepth
-from .blocks import transformer_field
+from .blocks import _transformer_sets, stack_encoder
 
 __all__ = ["PAD", "sinusoidal_positions", "TokenEmbedding", "TextClassifier"]
 
@@ -85,16 +84,19 @@ class TextClassifier(nn.Module):
         vocab_size: Number of token ids; id :data:`PAD` (0) is padding.
         num_classes: Number of output classes.
         dim, num_heads, depth: Width, heads and depth-time ``D`` (the number of blocks of the default field).
-        field: The vector field on ``[0, depth]``; default :func:`~neuralode_tf.models.transformer_field` ``(dim, depth,
-            num_heads, num_sets=num_sets, mlp_hidden=mlp_hidden)``. Its :class:`~neuralode_tf.nn.AttentionBranch`\\ es
-            receive the padding mask through ``bind``.
+        field: How the ``depth`` pre-norm blocks become continuous depth: ``"split"`` (default),
+            ``"parallel"``, ``"composed"`` or ``"node"`` (:func:`~neuralode_tf.models.stack_encoder`), or
+            a ready-made field on ``[0, depth]``. Every module with ``bind`` (the
+            :class:`~neuralode_tf.nn.AttentionBranch`\\ es) receives the padding mask.
         num_sets: Independent parameter sets of the default field (weight sharing, Zhong et al. 2022).
         mlp_hidden: Hidden width of the default field's MLPs (default ``4 * dim``).
         pooling: ``"mean"`` or ``"max"``.
         dropout: Dropout on the pooled features, before the head (outside the ODE).
-        method, steps, step_size, **solve_kwargs: Solve settings of the
-            :class:`~neuralode_tf.ContinuousDepth` encoder. The default, ``lie_trotter`` with one
-            Euler step per unit of time, is the discrete pre-norm transformer.
+        inner_residuals, t1, transport_cost: OT-Transformer settings (:func:`~neuralode_tf.models.stack_encoder`);
+            the kinetic energy leaves padded tokens out.
+        method, steps, step_size, **solve_kwargs: Solve settings of the encoder. The default for
+            ``"split"``, ``lie_trotter`` with one Euler step per unit of time, is the discrete
+            pre-norm transformer.
 
     The parameter count is ``sum(p.numel() for p in model.parameters())``.
     """
@@ -107,12 +109,15 @@ class TextClassifier(nn.Module):
         num_heads: int = 4,
         depth: int = 2,
         *,
-        field: nn.Module | None = None,
+        field: str | nn.Module = "split",
         num_sets: int | None = None,
         mlp_hidden: int | None = None,
         pooling: Literal["mean", "max"] = "mean",
         dropout: float = 0.0,
-        method: str = "lie_trotter",
+        inner_residuals: bool = True,
+        t1: float | None = None,
+        transport_cost: float | None = None,
+        method: str | None = None,
         steps: int | None = None,
         step_size: float | None = None,
         **solve_kwargs: Any,
@@ -122,9 +127,21 @@ class TextClassifier(nn.Module):
             raise ValueError(f"pooling must be 'mean' or 'max', got {pooling!r}")
         self.pooling = pooling
         self.embed = TokenEmbedding(vocab_size, dim)
-        if field is None:
-            field = transformer_field(dim, depth, num_heads, num_sets=num_sets, mlp_hidden=mlp_hidden)
-        self.encoder = ContinuousDepth(field, t1=depth, method=method, steps=steps, step_size=step_size, **solve_kwargs)
+        sets = None
+        if not isinstance(field, nn.Module):
+            sets = _transformer_sets(dim, num_heads, depth, mlp_hidden, num_sets, False)
+        self.encoder = stack_encoder(
+            field,
+            depth,
+            sets,
+            inner_residuals=inner_residuals,
+            t1=t1,
+            transport_cost=transport_cost,
+            method=method,
+            steps=steps,
+            step_size=step_size,
+            **solve_kwargs,
+        )
         self.norm = nn.LayerNorm(dim)
         self.dropout = nn.Dropout(dropout)
         self.head = nn.Linear(dim, num_classes)

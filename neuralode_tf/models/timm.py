@@ -6,9 +6,8 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from ..continuous import ContinuousDepth
 from ..nn import timm_block_branches
-from .blocks import _encoder, _stack_field
+from .blocks import FIELDS, stack_encoder
 
 __all__ = ["ContinuousVisionTransformer", "continuous_from_timm"]
 
@@ -28,10 +27,11 @@ class ContinuousVisionTransformer(nn.Module):
             encoder's field, so ``vit(images)`` still runs the discrete stack; ``parameters()``
             yields every shared tensor once (``state_dict()`` lists the block weights under both
             names).
-        encoder: The :class:`~neuralode_tf.ContinuousDepth` that replaces ``vit.blocks``.
+        encoder: The continuous-depth module that replaces ``vit.blocks`` (a
+            :class:`~neuralode_tf.ContinuousDepth`, or a :class:`~neuralode_tf.models.NODETransformer`).
     """
 
-    def __init__(self, vit: nn.Module, encoder: ContinuousDepth):
+    def __init__(self, vit: nn.Module, encoder: nn.Module):
         super().__init__()
         self.vit = vit
         self.encoder = encoder
@@ -72,21 +72,32 @@ def continuous_from_timm(
     al.'s parallel block ``x + G_m(x) + F_m(x)`` on the same weights; other methods and step counts
     integrate the same ODE (e.g. ``method="rk4"``).
 
+    ``field="composed"`` makes the whole stack one autonomous field on ``[0, 1]``, the
+    OT-Transformer of Kan et al. (2025): ``dx/dt = B_D ∘ ... ∘ B_1(x)`` with each block's own skips
+    (:class:`~neuralode_tf.fields.ComposedField`; ``inner_residuals=False`` drops them), and the
+    model's ``norm`` stays after the encoder. One Euler step (the default) gives
+    ``norm(x + B_D ∘ ... ∘ B_1(x))``; pass ``steps=20`` for Kan et al.'s grid and
+    ``transport_cost=λ`` for their regulariser. ``field="node"`` is their N-ODE Transformer
+    baseline (:class:`~neuralode_tf.models.NODETransformer`): one ODE per block without its outer
+    skip, ``dx/dt = F_m(x + G_m(x))``.
+
     Drop-path is left out of the field (:func:`~neuralode_tf.nn.timm_block_branches`); dropout inside
     the blocks stays, so use ``eval()`` or zero dropout when an adaptive method integrates it.
 
     Args:
         model: A timm ``VisionTransformer`` whose blocks are timm ``Block``\\ s (or share their layout).
             It is not modified; the result trains its parameters.
-        field: ``"split"`` or ``"parallel"``.
-        method, steps, step_size, **solve_kwargs: Solve settings of the :class:`~neuralode_tf.ContinuousDepth`
-            on ``[0, D]``. ``method=None`` is ``"lie_trotter"`` for ``"split"`` and ``"euler"`` for
-            ``"parallel"``; fixed-grid methods take one step per block unless ``steps`` or ``step_size`` is given.
+        field: ``"split"``, ``"parallel"``, ``"composed"`` or ``"node"``.
+        method, steps, step_size, **solve_kwargs: Settings of :func:`~neuralode_tf.models.stack_encoder`:
+            solve settings (``adjoint``, ``rtol``, ...) and ``inner_residuals``, ``t1``,
+            ``transport_cost``. ``method=None`` is ``"lie_trotter"`` for ``"split"`` and ``"euler"``
+            otherwise; fixed-grid methods take one step per block (``"split"``, ``"parallel"``) or
+            one step over ``[0, 1]`` (``"composed"``, ``"node"``) unless ``steps`` or ``step_size`` is given.
 
     Raises:
         TypeError: ``model`` is not a timm ``VisionTransformer``, or a block is not a timm ``Block``
             (e.g. ``ParallelScalingBlock``).
-        ValueError: an unknown ``field`` (``"composed"`` is not implemented yet).
+        ValueError: an unknown ``field``.
     """
     missing = [name for name in _REQUIRED if not hasattr(model, name)]
     if missing:
@@ -94,16 +105,9 @@ def continuous_from_timm(
             f"{type(model).__name__} is not a timm VisionTransformer: it lacks {missing} "
             "(see timm.models.vision_transformer.VisionTransformer)"
         )
-    blocks = list(model.blocks)
-    branches = [timm_block_branches(block) for block in blocks]
-    return ContinuousVisionTransformer(
-        model,
-        _encoder(
-            _stack_field(branches, len(blocks), field),
-            len(blocks),
-            method,
-            steps=steps,
-            step_size=step_size,
-            **solve_kwargs,
-        ),
-    )
+    if field not in FIELDS:
+        raise ValueError(f"unknown field {field!r}; valid: {', '.join(map(repr, FIELDS))}")
+    branches = [timm_block_branches(block) for block in model.blocks]
+    settings = dict(method=method, steps=steps, step_size=step_size, **solve_kwargs)
+    encoder = stack_encoder(field, len(branches), branches, **settings)
+    return ContinuousVisionTransformer(model, encoder)

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .blocks import _encoder, transformer_field
+from .blocks import _transformer_sets, stack_encoder
 
 __all__ = ["ViT", "VIT_PRESETS", "vit_preset"]
 
@@ -28,6 +28,9 @@ class ViT(nn.Module):
       the discrete pre-norm ViT/DeiT stack of ``depth`` blocks ``x + G(x)``, then ``+ F(.)``;
     * ``field="parallel"`` with the default ``method`` (``euler``) and unit steps is the parallel
       block of Zhong et al. (2022, eq. 4), ``x + G(x) + F(x)``;
+    * ``field="composed"`` is the OT-Transformer (Kan et al. 2025): all blocks composed into one
+      autonomous field on ``[0, 1]``, e.g. with ``steps=20`` and ``transport_cost=0.01``;
+      ``field="node"`` is their N-ODE Transformer baseline, one ODE per block;
     * any other ``method``, ``steps`` or ``step_size`` of :func:`~neuralode_tf.solve` integrates the
       same ODE differently (e.g. ``method="rk4"``, Zhong et al. Table 1; 20 Euler steps on
       ``[0, 1]``, Kan et al. 2025);
@@ -50,9 +53,14 @@ class ViT(nn.Module):
         depth: Number of layers ``D`` (the length of depth-time).
         heads: Attention heads (default ``dim // 64``, at least 1: head width 64 as in ViT and DeiT).
         mlp_ratio: MLP hidden width over ``dim`` (default 4).
-        field: ``"split"``, ``"parallel"`` (see :func:`transformer_field`) or a field module.
+        field: ``"split"``, ``"parallel"``, ``"composed"``, ``"node"`` (see
+            :func:`~neuralode_tf.models.stack_encoder`) or a field module.
         num_sets: Independent parameter sets (default ``depth``); must divide ``depth``.
         attention_only: Blocks without the MLP branch.
+        inner_residuals, t1, transport_cost: The OT-Transformer settings of
+            :func:`~neuralode_tf.models.stack_encoder`: blocks' skips inside a composed field, the
+            end of depth-time (default ``depth``, or 1 for ``"composed"``/``"node"``), and ``λ`` of the
+            kinetic-energy transport cost (Kan et al. 2025, eq. 8).
         method, steps, step_size, **solve_kwargs: Solve settings of :class:`~neuralode_tf.ContinuousDepth`
             (``adjoint``, ``backend``, ``rtol``, ...). ``method=None`` is ``"lie_trotter"`` for a
             field with ``parts`` (a split field) and ``"euler"`` otherwise; fixed-grid methods take
@@ -76,6 +84,9 @@ class ViT(nn.Module):
         field: str | nn.Module = "split",
         num_sets: int | None = None,
         attention_only: bool = False,
+        inner_residuals: bool = True,
+        t1: float | None = None,
+        transport_cost: float | None = None,
         method: str | None = None,
         steps: int | None = None,
         step_size: float | None = None,
@@ -92,22 +103,28 @@ class ViT(nn.Module):
             given = [name for name, value in settings.items() if value is not None and value is not False]
             if given:
                 raise ValueError(f"{given} configure the built-in field; with a ready-made field module leave them out")
+            sets = None
         else:
-            field = transformer_field(
-                dim,
-                depth,
-                max(dim // 64, 1) if heads is None else heads,
-                mlp_hidden=round((4.0 if mlp_ratio is None else mlp_ratio) * dim),
-                field=field,
-                num_sets=num_sets,
-                attention_only=attention_only,
-            )
+            mlp_hidden = round((4.0 if mlp_ratio is None else mlp_ratio) * dim)
+            heads = max(dim // 64, 1) if heads is None else heads
+            sets = _transformer_sets(dim, heads, depth, mlp_hidden, num_sets, attention_only)
         self.patch_embed = nn.Conv2d(in_chans, dim, kernel_size=patch_size, stride=patch_size)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
         self.pos_embed = nn.Parameter(torch.zeros(1, num_patches + 1, dim))
         nn.init.trunc_normal_(self.cls_token, std=0.02)
         nn.init.trunc_normal_(self.pos_embed, std=0.02)
-        self.encoder = _encoder(field, depth, method, steps=steps, step_size=step_size, **solve_kwargs)
+        self.encoder = stack_encoder(
+            field,
+            depth,
+            sets,
+            inner_residuals=inner_residuals,
+            t1=t1,
+            transport_cost=transport_cost,
+            method=method,
+            steps=steps,
+            step_size=step_size,
+            **solve_kwargs,
+        )
         self.norm = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, num_classes)
 
