@@ -140,3 +140,54 @@ def test_config_file_with_overrides(tmp_path):
     saved = json.loads((out / "config.json").read_text())
     assert saved["max_steps"] == 3 and saved["model"] == {"dim": 16, "depth": 1, "heads": 2}
     assert json.loads((out / "metrics.json").read_text())["steps"] == 3
+
+
+@pytest.mark.parametrize("preset", ["ot_mnist_vit", "ot_imdb_text", "ot_modelnet_set"])
+def test_ot_presets_build_every_variant(preset):
+    from neuralode_tf.train import OT_VARIANTS
+    from neuralode_tf.train.presets import PRESETS
+
+    settings = PRESETS[preset]
+    small = {"ot_imdb_text": {"max_samples": 300}, "ot_modelnet_set": {"num_train": 16, "num_test": 8}}
+    data = settings.load_data(small.get(preset, {}))
+    counts = {
+        name: sum(p.numel() for p in settings.build_model(data, v).parameters())
+        for name, v in OT_VARIANTS[preset].items()
+    }
+    assert counts["ot"] == counts["ot_unregularized"] == counts["node"] == counts["node_regularized"]
+    assert counts["baseline"] > counts["ot"]  # the continuous models are the smaller ones, as in the paper
+
+
+def test_transport_cost_reaches_the_loss_and_the_metrics(tmp_path):
+    from neuralode_tf.train import compare_variants, step_sweep, summarize
+
+    variants = {"ot": dict(transport_cost=0.01, steps=4), "heavy": dict(transport_cost=100.0, steps=4)}
+    rows = compare_variants(
+        "ot_mnist_vit", variants, seeds=(0,), out_dir=tmp_path, epochs=1, max_steps=6, progress=False
+    )
+    assert [row["non_finite"] for row in rows] == [False, False]
+    metrics = {row["variant"]: (Path(row["out_dir"]) / "metrics.csv").read_text().splitlines() for row in rows}
+    assert metrics["ot"][0].endswith(",regularization")
+    first = {name: float(lines[1].split(",")[-1]) for name, lines in metrics.items()}
+    assert first["ot"] > 0 and first["heavy"] == pytest.approx(first["ot"] * 1e4, rel=1e-4)  # same first batch
+    table = summarize(rows)
+    assert [t["variant"] for t in table] == ["ot", "heavy"] and table[0]["runs"] == 1
+    sweep = step_sweep(rows[0]["out_dir"], steps=(1, 4))
+    assert set(sweep) == {1, 4} and all(0.0 <= acc <= 1.0 for acc in sweep.values())
+
+
+def test_a_diverging_run_is_counted_not_raised(tmp_path):
+    from neuralode_tf.train import compare_variants, summarize
+
+    rows = compare_variants(
+        "ot_mnist_vit",
+        {"diverging": dict(steps=2)},
+        seeds=(0,),
+        out_dir=tmp_path,
+        lr=1e30,
+        grad_clip=0.0,
+        epochs=1,
+        max_steps=6,
+        progress=False,
+    )
+    assert rows[0]["non_finite"] and summarize(rows)[0]["non_finite"] == 1

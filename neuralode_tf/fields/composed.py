@@ -77,22 +77,28 @@ class ComposedField(nn.Module):
         blocks = list(blocks)
         if not blocks:
             raise ValueError("ComposedField needs at least one block")
-        whole = [i for i, block in enumerate(blocks) if isinstance(block, nn.Module)]
+        whole = [
+            i for i, block in enumerate(blocks) if isinstance(block, nn.Module) and not isinstance(block, nn.ModuleList)
+        ]
         if whole and not inner_residuals:
             raise ValueError(
                 f"blocks {whole} are whole modules, whose skips cannot be removed; with inner_residuals=False give "
                 "each block as a sequence of residual branches, e.g. (attention, mlp)"
             )
-        self.blocks = nn.ModuleList(_branches(block, f"block {i}") for i, block in enumerate(blocks))
+        self.blocks = nn.ModuleList(
+            block if i in whole else _branches(block, f"block {i}") for i, block in enumerate(blocks)
+        )
         self.final_norm = final_norm
         self.inner_residuals = inner_residuals
 
     def forward(self, t: Tensor, x: Tensor) -> Tensor:
-        for branches in self.blocks:
-            if self.inner_residuals:
-                x = _with_skips(branches, x)
+        for block in self.blocks:
+            if not isinstance(block, nn.ModuleList):  # a whole block, skips included
+                x = block(x)
+            elif self.inner_residuals:
+                x = _with_skips(block, x)
             else:
-                for branch in branches:
+                for branch in block:
                     x = branch(x)
         return x if self.final_norm is None else self.final_norm(x)
 

@@ -1,8 +1,9 @@
 """Training: presets, the loop (checkpoints, exact resume, DDP), and the ``neuralode-tf`` command."""
 
+from .compare import compare_variants, step_sweep, summarize
 from .config import TrainConfig, apply_overrides, load_config
 from .loop import NonFiniteLossError, evaluate, train
-from .presets import PRESETS, Preset
+from .presets import OT_VARIANTS, PRESETS, Preset
 from .tasks import Task, build_task
 
 __all__ = [
@@ -13,6 +14,10 @@ __all__ = [
     "load_config",
     "NonFiniteLossError",
     "PRESETS",
+    "OT_VARIANTS",
+    "compare_variants",
+    "summarize",
+    "step_sweep",
     "Preset",
     "Task",
     "build_task",

@@ -90,7 +90,8 @@ def train(config: TrainConfig) -> dict[str, Any]:
         model.train()
         logits = trained(**inputs)
         loss = task.loss(logits, target)
-        total_loss = loss + regularization(model)
+        penalty = regularization(model).to(loss.device)
+        total_loss = loss + penalty
         if not _finite_everywhere(total_loss):
             raise NonFiniteLossError(
                 f"the loss became {total_loss.item()} at step {step} (epoch {epoch}); stopping. The last good "
@@ -110,6 +111,7 @@ def train(config: TrainConfig) -> dict[str, Any]:
             "accuracy": task.accuracy(logits, target),
             "nfe": float(_nfe(model)),
             "lr": scheduler.get_last_lr()[0],
+            "regularization": penalty.item(),
         }
         history.append(record)
         bar.set_postfix(loss=f"{record['loss']:.3f}", acc=f"{record['accuracy']:.2f}", nfe=int(record["nfe"]))

@@ -13,10 +13,10 @@ from typing import Any
 from torch import nn
 
 from ..data import Splits, load
-from ..models import Seq2Seq, SetTransformer, SignalClassifier, TextClassifier, vit_preset
+from ..models import Seq2Seq, SetTransformer, SignalClassifier, TextClassifier, ViT, vit_preset
 from .config import TrainConfig
 
-__all__ = ["Preset", "PRESETS"]
+__all__ = ["Preset", "PRESETS", "OT_VARIANTS"]
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,13 @@ class Preset:
     config: TrainConfig
 
     def load_data(self, overrides: dict[str, Any]) -> Splits:
-        return load(self.dataset, **{**self.dataset_options, **overrides})
+        """The preset's dataset, or with ``name`` in ``overrides`` another one of
+        :data:`~neuralode_tf.data.DATASETS` (e.g. ``data.name=mnist data.root=...`` for the real data;
+        the preset's options for its own dataset are then left out)."""
+        overrides = dict(overrides)
+        name = overrides.pop("name", self.dataset)
+        options = self.dataset_options if name == self.dataset else {}
+        return load(name, **{**options, **overrides})
 
     def build_model(self, data: Splits, overrides: dict[str, Any]) -> nn.Module:
         return self.model(data, **overrides)
@@ -56,6 +62,69 @@ def _set(data: Splits, **overrides: Any) -> nn.Module:
 
 def _seq2seq(data: Splits, **overrides: Any) -> nn.Module:
     return Seq2Seq(len(data.vocab), **{"dim": 64, "num_heads": 4, "encoder_depth": 2, "decoder_depth": 2, **overrides})
+
+
+def _ot_vit(data: Splits, **overrides: Any) -> nn.Module:
+    """Kan et al.'s MNIST ViT (one attention-only block, one head) on 16 patches of ``data``'s images: patch 7 on
+    28x28 MNIST, patch 2 on 8x8 digits."""
+    channels, height, width = data.train.x.shape[1:]
+    shape = dict(img_size=(height, width), patch_size=height // 4, in_chans=channels, num_classes=data.num_classes)
+    model = dict(depth=1, heads=1, attention_only=True, **OT_VARIANTS["ot_mnist_vit"]["ot"])
+    return ViT(**{**shape, **model, **overrides})
+
+
+def _ot_text(data: Splits, **overrides: Any) -> nn.Module:
+    """Kan et al.'s IMDb classifier: d = 256, 8 heads on the real data; d = 64, 4 heads on the stand-in."""
+    size = dict(dim=256, num_heads=8) if data.name == "imdb" else dict(dim=64, num_heads=4)
+    return TextClassifier(
+        len(data.vocab), data.num_classes, **{**size, **OT_VARIANTS["ot_imdb_text"]["ot"], **overrides}
+    )
+
+
+def _ot_set(data: Splits, **overrides: Any) -> nn.Module:
+    """Kan et al.'s ModelNet40 Set Transformer (ISAB width 200 for OT; 256 for the baseline, as in Lee et al.),
+    scaled by 1/4 on the stand-in (50 and 64)."""
+    scale = 1 if data.name.startswith("modelnet40") else 4
+    variant = {**OT_VARIANTS["ot_modelnet_set"]["ot"], **overrides}
+    variant["dim"] = variant["dim"] // scale
+    settings = dict(num_classes=data.num_classes, num_heads=2 if scale > 1 else 4, num_inducing=16, depth=2)
+    return SetTransformer(**{**settings, "mlp_hidden": variant["dim"], **variant})
+
+
+OT_VARIANTS: dict[str, dict[str, dict[str, Any]]] = {
+    "ot_mnist_vit": {
+        "baseline": dict(dim=128, field="split", steps=None, transport_cost=None),
+        "ot_unregularized": dict(dim=64, field="composed", steps=20, transport_cost=None),
+        "ot": dict(dim=64, field="composed", steps=20, transport_cost=0.01),
+        "node": dict(dim=64, field="node", steps=20, transport_cost=None),
+        "node_regularized": dict(dim=64, field="node", steps=20, transport_cost=0.01),
+    },
+    "ot_imdb_text": {
+        "baseline": dict(depth=6, field="split", steps=None, transport_cost=None),
+        "ot_unregularized": dict(depth=3, field="composed", steps=8, transport_cost=None),
+        "ot": dict(depth=3, field="composed", steps=8, transport_cost=0.5),
+        "node": dict(depth=3, field="node", steps=8, transport_cost=None),
+        "node_regularized": dict(depth=3, field="node", steps=8, transport_cost=0.5),
+    },
+    "ot_modelnet_set": {
+        "baseline": dict(dim=256, field="split", steps=None, transport_cost=None),
+        "ot_unregularized": dict(dim=200, field="composed", steps=8, transport_cost=None),
+        "ot": dict(dim=200, field="composed", steps=8, transport_cost=1.0),
+        "node": dict(dim=200, field="node", steps=8, transport_cost=None),
+        "node_regularized": dict(dim=200, field="node", steps=8, transport_cost=1.0),
+    },
+}
+"""The model overrides of the five models Kan et al. (2025, Tables 1-4) compare, per OT preset.
+
+``baseline`` is the discrete transformer; ``ot`` the OT-Transformer (one composed field on
+``[0, 1]``, Euler, transport cost ``λ``; the preset's default); ``ot_unregularized`` the same with
+``λ = 0``; ``node`` and ``node_regularized`` the N-ODE Transformer (one ODE per block, the same
+steps per ODE) without and with the cost. Sizes, steps and ``λ`` are Appendix B's: MNIST ViT ``d``
+128 vs 64, 20 steps, ``λ = 0.01``; IMDb 6 vs 3 layers, 8 steps, ``λ = 0.5``; ModelNet40 ISAB width
+256 vs 200 (``dim``; divided by 4 on the shapes3d stand-in), 8 steps, ``λ = 1``. Composed fields keep
+the blocks' inner residuals, as the released code does. Use them as
+``--set model.<key>=<value>`` or with :func:`neuralode_tf.train.compare_variants`.
+"""
 
 
 def _preset(description: str, dataset: str, model: Callable[..., nn.Module], name: str, **settings: Any) -> Preset:
@@ -95,6 +164,29 @@ PRESETS: dict[str, Preset] = {
             "mnist1d",
             _signal,
             dict(epochs=60, batch_size=100, lr=1e-3, weight_decay=0.01, warmup_steps=100),
+        ),
+        (
+            "ot_mnist_vit",
+            "OT-Transformer MNIST ViT (d=64, 1 attention block, 20 Euler steps, λ=0.01); digits here, "
+            "data.name=mnist for MNIST",
+            "digits",
+            _ot_vit,
+            dict(epochs=30, batch_size=64, lr=2e-3, weight_decay=0.05, warmup_steps=50),
+        ),
+        (
+            "ot_imdb_text",
+            "OT-Transformer text classifier (3 composed blocks, 8 steps, λ=0.5); tweets here, data.name=imdb for IMDb",
+            "tweets",
+            _ot_text,
+            dict(epochs=2, batch_size=128, lr=1e-3, weight_decay=0.01, warmup_steps=50, data=dict(max_samples=12000)),
+        ),
+        (
+            "ot_modelnet_set",
+            "OT-Transformer Set Transformer (ISAB width 200/4, 8 steps, λ=1); shapes3d here, "
+            "data.name=modelnet40_h5 for ModelNet40",
+            "shapes3d",
+            _ot_set,
+            dict(epochs=10, batch_size=64, lr=2e-3, warmup_steps=50, data=dict(num_train=1600, num_test=400)),
         ),
         (
             "seq2seq_reverse",

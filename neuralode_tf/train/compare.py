@@ -1,0 +1,103 @@
+"""Comparisons over model variants and seeds, and inference step-count sweeps, built on :func:`train`."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..continuous import ContinuousDepth
+from ..numerics.errors import NonFiniteStateError
+from .config import TrainConfig
+from .loop import NonFiniteLossError, evaluate, train
+from .presets import PRESETS
+from .tasks import build_task
+
+__all__ = ["compare_variants", "summarize", "step_sweep"]
+
+
+def compare_variants(
+    preset: str,
+    variants: dict[str, dict[str, Any]],
+    seeds: tuple[int, ...] = (0, 1, 2),
+    out_dir: str | Path = "runs/compare",
+    **settings: Any,
+) -> list[dict[str, Any]]:
+    """Train ``preset`` once per variant (model overrides) and seed; one row per run.
+
+    A run whose loss or ODE state becomes non-finite is kept as a row with ``non_finite=True`` and
+    no accuracy (the training loop stops it with :class:`~neuralode_tf.train.NonFiniteLossError`, or
+    the solver with :class:`~neuralode_tf.numerics.NonFiniteStateError`), so divergences are
+    counted instead of crashing the comparison.
+
+    Args:
+        preset: A name of :data:`~neuralode_tf.train.PRESETS`.
+        variants: Variant name -> model overrides (e.g. :data:`~neuralode_tf.train.presets.OT_VARIANTS`).
+        seeds: Training seeds (model initialisation and data order).
+        out_dir: Each run writes to ``out_dir/<variant>/seed<k>``.
+        **settings: Further :class:`TrainConfig` fields (``epochs``, ``max_steps``, ``progress``, ``data``, ...).
+
+    Returns:
+        Rows ``{"variant", "seed", "parameters", "test_accuracy", "non_finite", "out_dir"}``.
+    """
+    base = replace(PRESETS[preset].config, **settings)
+    rows = []
+    for name, overrides in variants.items():
+        for seed in seeds:
+            run_dir = Path(out_dir) / name / f"seed{seed}"
+            config = replace(base, seed=seed, out_dir=str(run_dir), model={**base.model, **overrides})
+            row: dict[str, Any] = {"variant": name, "seed": seed, "out_dir": str(run_dir)}
+            try:
+                result = train(config)
+                row.update(parameters=result["parameters"], test_accuracy=result["test_accuracy"], non_finite=False)
+            except (NonFiniteLossError, NonFiniteStateError):
+                parameters = sum(p.numel() for p in build_task(config).model.parameters())
+                row.update(parameters=parameters, test_accuracy=None, non_finite=True)
+            rows.append(row)
+    return rows
+
+
+def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per variant: parameters, mean and standard deviation of the test accuracy over the finite runs
+    (in %), and the number of runs stopped by a non-finite loss."""
+    table = []
+    for name in dict.fromkeys(row["variant"] for row in rows):
+        runs = [row for row in rows if row["variant"] == name]
+        accuracies = [100 * row["test_accuracy"] for row in runs if not row["non_finite"]]
+        table.append(
+            {
+                "variant": name,
+                "parameters": runs[0]["parameters"],
+                "mean": statistics.mean(accuracies) if accuracies else float("nan"),
+                "std": statistics.stdev(accuracies) if len(accuracies) > 1 else 0.0,
+                "runs": len(runs),
+                "non_finite": sum(row["non_finite"] for row in runs),
+            }
+        )
+    return table
+
+
+@torch.no_grad()
+def step_sweep(run_dir: str | Path, steps: tuple[int, ...] = (1, 2, 4, 8, 16, 20)) -> dict[int, float]:
+    """Test accuracy of a trained run evaluated with each number of Euler steps (Kan et al., Table 5).
+
+    The model is rebuilt from ``run_dir/config.json`` and loaded from its checkpoint; every
+    :class:`~neuralode_tf.ContinuousDepth` in it is then solved with ``method="euler"`` and ``k``
+    steps over its own interval.
+    """
+    run_dir = Path(run_dir)
+    config = TrainConfig(**json.loads((run_dir / "config.json").read_text()))
+    task = build_task(config)
+    state = torch.load(run_dir / "checkpoint.pt", map_location="cpu", weights_only=False)
+    task.model.load_state_dict(state["model"])
+    encoders = [m for m in task.model.modules() if isinstance(m, ContinuousDepth)]
+    accuracies = {}
+    for k in steps:
+        for encoder in encoders:
+            encoder.solve_kwargs.update(method="euler", steps=k, step_size=None)
+        accuracies[k] = evaluate(task.model, task, torch.device("cpu"), config.eval_batch_size)
+    return accuracies
