@@ -601,3 +601,38 @@ def test_optional_dependency_errors_say_what_to_install(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "h5py", None)
     with pytest.raises(ImportError, match="pip install h5py"):
         data.load_modelnet40_h5(tmp_path)
+
+
+def test_load_catsdogs_reads_resizes_and_splits_jpegs(tmp_path):
+    from PIL import Image
+
+    from neuralode_tf.data import load_catsdogs
+
+    folder = tmp_path / "train"
+    folder.mkdir()
+    for k in range(5):
+        for animal, colour in (("cat", (255, 0, 0)), ("dog", (0, 0, 255))):
+            Image.new("RGB", (30 + k, 20), colour).save(folder / f"{animal}.{k}.jpg")
+    (folder / "notes.txt").write_text("ignored")
+    splits = load_catsdogs(tmp_path, image_size=8, test_fraction=0.2, seed=1)
+    assert splits.train.x.shape == (8, 3, 8, 8) and splits.test.x.shape == (2, 3, 8, 8)
+    assert sorted(splits.test.y.tolist()) == [0, 1] and splits.classes == ("cat", "dog")
+    x, y = torch.cat([splits.train.x, splits.test.x]), torch.cat([splits.train.y, splits.test.y])
+    assert (x[y == 0, 0].mean() > 0.9) and (x[y == 1, 2].mean() > 0.9)  # red cats, blue dogs
+    again = load_catsdogs(folder, image_size=8, test_fraction=0.2, seed=1)
+    assert torch.equal(again.test.x, splits.test.x)
+    assert len(load_catsdogs(folder, image_size=8, max_images=6).train) + 2 == 6
+
+
+def test_load_catsdogs_errors_name_the_layout(tmp_path):
+    from neuralode_tf.data import load_catsdogs
+    from neuralode_tf.data.errors import DatasetFormatError, DatasetNotFoundError
+
+    with pytest.raises(DatasetNotFoundError, match="Kaggle dogs-vs-cats"):
+        load_catsdogs(tmp_path / "missing")
+    (tmp_path / "train").mkdir()
+    with pytest.raises(DatasetFormatError, match="no cat.\\*.jpg or dog.\\*.jpg"):
+        load_catsdogs(tmp_path)
+    (tmp_path / "train" / "cat.0.jpg").write_bytes(b"not a jpeg")
+    with pytest.raises(DatasetFormatError, match="not a readable image"):
+        load_catsdogs(tmp_path)

@@ -191,3 +191,31 @@ def test_a_diverging_run_is_counted_not_raised(tmp_path):
         progress=False,
     )
     assert rows[0]["non_finite"] and summarize(rows)[0]["non_finite"] == 1
+
+
+def test_cli_compare_writes_the_table_and_the_sweep(tmp_path, capsys):
+    settings = ["max_steps=3", "epochs=1", "model.steps=4"]
+    argv = ["compare", "ot_mnist_vit", "--seeds", "0", "--variants", "baseline", "ot", "--sweep", "--set", *settings]
+    assert main([*argv, "--out-dir", str(tmp_path)]) == 0
+    table = (tmp_path / "table.md").read_text()
+    assert "| baseline | 70,794 |" in table and "| ot | 19,018 |" in table and table == capsys.readouterr().out
+    rows = json.loads((tmp_path / "rows.json").read_text())
+    assert rows[0]["sweep"] is None and sorted(map(int, rows[1]["sweep"])) == [1, 2, 4, 8, 16, 20]
+
+
+def test_ot_catsdogs_preset_reads_the_real_data_only(tmp_path):
+    from PIL import Image
+
+    from neuralode_tf.train import OT_VARIANTS
+    from neuralode_tf.train.presets import PRESETS
+
+    preset = PRESETS["ot_catsdogs_vit"]
+    with pytest.raises(ValueError, match="'catsdogs' is read from files: give their folder with --set data.root"):
+        preset.load_data({})
+    for k in range(5):
+        for animal in ("cat", "dog"):
+            Image.new("RGB", (40, 40), (k * 40, 0, 0)).save(tmp_path / f"{animal}.{k}.jpg")
+    data = preset.load_data({"root": str(tmp_path), "image_size": 32})
+    models = {name: preset.build_model(data, v) for name, v in OT_VARIANTS["ot_catsdogs_vit"].items()}
+    assert models["ot"].encoder.field.field.inner_residuals and len(models["ot"].encoder.field.field.blocks) == 5
+    assert len(models["node"].encoder.odes) == 5 and models["ot"](data.test.x).shape == (2, 2)

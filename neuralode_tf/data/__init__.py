@@ -28,7 +28,7 @@ Sequences are padded with a mask that is True at padding. Missing files raise
 """
 
 from .errors import DataError, DatasetFormatError, DatasetNotFoundError
-from .images import digits, load_cifar100, load_mnist, mnist1d, read_idx
+from .images import digits, load_catsdogs, load_cifar100, load_mnist, mnist1d, read_idx
 from .listops import LISTOPS_VOCAB, OPERATORS, evaluate_listops, listops
 from .points import SHAPES, load_modelnet40, load_modelnet40_h5, read_off, sample_primitive, sample_triangles, shapes3d
 from .registry import DATASETS, STAND_INS, load
@@ -57,6 +57,7 @@ __all__ = [
     "seq2seq",
     "load_mnist",
     "load_cifar100",
+    "load_catsdogs",
     "load_imdb",
     "load_modelnet40",
     "load_modelnet40_h5",

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from .images import digits, load_cifar100, load_mnist, mnist1d
+from .images import digits, load_catsdogs, load_cifar100, load_mnist, mnist1d
 from .listops import listops
 from .points import load_modelnet40, load_modelnet40_h5, shapes3d
 from .seq2seq import TASKS, seq2seq
@@ -29,6 +29,7 @@ DATASETS: dict[str, Callable[..., Splits]] = {
     **STAND_INS,
     "mnist": load_mnist,
     "cifar100": load_cifar100,
+    "catsdogs": load_catsdogs,
     "imdb": load_imdb,
     "modelnet40": load_modelnet40,
     "modelnet40_h5": load_modelnet40_h5,

@@ -1,4 +1,5 @@
 """``neuralode-tf train``: run a preset or a config file, with overrides, on one or many processes.
+``neuralode-tf compare``: train a preset's model variants over several seeds and print a table.
 
 Examples::
 
@@ -7,6 +8,7 @@ Examples::
     neuralode-tf train --config run.toml --resume
     torchrun --nproc_per_node 2 -m neuralode_tf train vit_digits --set device=cpu
     neuralode-tf train --list
+    neuralode-tf compare ot_mnist_vit --seeds 0 1 2 --sweep
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ import argparse
 import json
 import sys
 from dataclasses import fields
+from pathlib import Path
 
+from .compare import compare_variants, step_sweep, summarize
 from .config import TrainConfig, apply_overrides, load_config
 from .loop import train
-from .presets import PRESETS
+from .presets import OT_VARIANTS, PRESETS
 
 __all__ = ["main"]
 
@@ -35,7 +39,16 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--resume", action="store_true", help="continue from out_dir/checkpoint.pt")
     run.add_argument("--out-dir", help="output folder (default runs/<preset>)")
     run.add_argument("--list", action="store_true", help="list the presets and exit")
+    versus = commands.add_parser("compare", help="train a preset's variants over seeds (OT_VARIANTS)")
+    versus.add_argument("preset", choices=sorted(OT_VARIANTS), help="a preset with variants")
+    versus.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    versus.add_argument("--variants", nargs="+", help="a subset of the variants (default: all)")
+    versus.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for every run")
+    versus.add_argument("--out-dir", help="output folder (default runs/compare/<preset>)")
+    versus.add_argument("--sweep", action="store_true", help="evaluate continuous runs with 1-20 Euler steps")
     args = parser.parse_args(argv)
+    if args.command == "compare":
+        return _compare(args)
 
     if args.list:
         for name, preset in PRESETS.items():
@@ -52,6 +65,30 @@ def main(argv: list[str] | None = None) -> int:
     values["out_dir"] = args.out_dir or values.get("out_dir") or f"runs/{name}"
     result = train(TrainConfig(**values))
     print(json.dumps(result))
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    """Train the variants, write ``rows.json`` and ``table.md`` to the output folder, print the table."""
+    variants = OT_VARIANTS[args.preset]
+    chosen = {name: variants[name] for name in (args.variants or variants)}
+    values = apply_overrides({"model": {}, "data": {}}, args.set)
+    out = Path(args.out_dir or f"runs/compare/{args.preset}")
+    rows = compare_variants(args.preset, chosen, tuple(args.seeds), out, progress=False, **values)
+    if args.sweep:
+        for row in rows:  # the discrete baseline has no step count to vary
+            continuous = chosen[row["variant"]].get("field") in ("composed", "node")
+            row["sweep"] = step_sweep(row["out_dir"]) if continuous and not row["non_finite"] else None
+    lines = ["| model | parameters | test accuracy (%) | runs | non-finite |", "|---|---|---|---|---|"]
+    for entry in summarize(rows):
+        accuracy = f"{entry['mean']:.1f} ± {entry['std']:.1f}"
+        lines.append(
+            f"| {entry['variant']} | {entry['parameters']:,} | {accuracy} | {entry['runs']} | {entry['non_finite']} |"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "rows.json").write_text(json.dumps(rows, indent=2))
+    (out / "table.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
     return 0
 
 
