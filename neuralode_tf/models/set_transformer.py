@@ -203,11 +203,11 @@ class SetTransformer(nn.Module):
         mlp_hidden: Hidden width of every rFF (default ``dim``: the reference's rFF is one
             ``dim x dim`` layer).
         dropout: Dropout before and after PMA (0.5 in the reference ModelNet40 model).
-        inner_residuals, t1, transport_cost: OT-Transformer settings (:func:`~neuralode_tf.models.stack_encoder`);
-            the kinetic energy leaves padded points out.
-        method, steps, step_size, **solve_kwargs: Solve settings of the encoder. The default for
-            ``"split"``, ``lie_trotter`` with one Euler step per unit of time, is the discrete
-            pre-norm ISAB stack.
+        **encoder: Settings of :func:`~neuralode_tf.models.stack_encoder`: ``method``, ``steps``,
+            ``step_size``, any argument of :func:`~neuralode_tf.solve`, and ``t1``,
+            ``transport_cost``, ``inner_residuals`` (the kinetic energy leaves padded points out). The
+            default for ``"split"``, ``lie_trotter`` with one Euler step per unit of time, is the
+            discrete pre-norm ISAB stack.
 
     The parameter count is ``sum(p.numel() for p in model.parameters())``.
     """
@@ -226,13 +226,7 @@ class SetTransformer(nn.Module):
         num_sets: int | None = None,
         mlp_hidden: int | None = None,
         dropout: float = 0.0,
-        inner_residuals: bool = True,
-        t1: float | None = None,
-        transport_cost: float | None = None,
-        method: str | None = None,
-        steps: int | None = None,
-        step_size: float | None = None,
-        **solve_kwargs: Any,
+        **encoder: Any,
     ):
         super().__init__()
         mlp_hidden = dim if mlp_hidden is None else mlp_hidden
@@ -240,18 +234,7 @@ class SetTransformer(nn.Module):
         sets = None
         if not isinstance(field, nn.Module):
             sets = _isab_sets(dim, num_heads, num_inducing, depth, num_sets, mlp_hidden)
-        self.encoder = stack_encoder(
-            field,
-            depth,
-            sets,
-            inner_residuals=inner_residuals,
-            t1=t1,
-            transport_cost=transport_cost,
-            method=method,
-            steps=steps,
-            step_size=step_size,
-            **solve_kwargs,
-        )
+        self.encoder = stack_encoder(field, depth, sets, **encoder)
         self.dropout = nn.Dropout(dropout)
         self.pool = PMA(dim, num_heads, num_seeds, mlp_hidden)
         self.norm = nn.LayerNorm(dim)

@@ -92,11 +92,11 @@ class TextClassifier(nn.Module):
         mlp_hidden: Hidden width of the default field's MLPs (default ``4 * dim``).
         pooling: ``"mean"`` or ``"max"``.
         dropout: Dropout on the pooled features, before the head (outside the ODE).
-        inner_residuals, t1, transport_cost: OT-Transformer settings (:func:`~neuralode_tf.models.stack_encoder`);
-            the kinetic energy leaves padded tokens out.
-        method, steps, step_size, **solve_kwargs: Solve settings of the encoder. The default for
-            ``"split"``, ``lie_trotter`` with one Euler step per unit of time, is the discrete
-            pre-norm transformer.
+        **encoder: Settings of :func:`~neuralode_tf.models.stack_encoder`: ``method``, ``steps``,
+            ``step_size``, any argument of :func:`~neuralode_tf.solve`, and ``t1``,
+            ``transport_cost``, ``inner_residuals`` (the kinetic energy leaves padded tokens out). The
+            default for ``"split"``, ``lie_trotter`` with one Euler step per unit of time, is the
+            discrete pre-norm transformer.
 
     The parameter count is ``sum(p.numel() for p in model.parameters())``.
     """
@@ -114,13 +114,7 @@ class TextClassifier(nn.Module):
         mlp_hidden: int | None = None,
         pooling: Literal["mean", "max"] = "mean",
         dropout: float = 0.0,
-        inner_residuals: bool = True,
-        t1: float | None = None,
-        transport_cost: float | None = None,
-        method: str | None = None,
-        steps: int | None = None,
-        step_size: float | None = None,
-        **solve_kwargs: Any,
+        **encoder: Any,
     ):
         super().__init__()
         if pooling not in ("mean", "max"):
@@ -130,18 +124,7 @@ class TextClassifier(nn.Module):
         sets = None
         if not isinstance(field, nn.Module):
             sets = _transformer_sets(dim, num_heads, depth, mlp_hidden, num_sets, False)
-        self.encoder = stack_encoder(
-            field,
-            depth,
-            sets,
-            inner_residuals=inner_residuals,
-            t1=t1,
-            transport_cost=transport_cost,
-            method=method,
-            steps=steps,
-            step_size=step_size,
-            **solve_kwargs,
-        )
+        self.encoder = stack_encoder(field, depth, sets, **encoder)
         self.norm = nn.LayerNorm(dim)
         self.dropout = nn.Dropout(dropout)
         self.head = nn.Linear(dim, num_classes)

@@ -57,14 +57,14 @@ class ViT(nn.Module):
             :func:`~neuralode_tf.models.stack_encoder`) or a field module.
         num_sets: Independent parameter sets (default ``depth``); must divide ``depth``.
         attention_only: Blocks without the MLP branch.
-        inner_residuals, t1, transport_cost: The OT-Transformer settings of
-            :func:`~neuralode_tf.models.stack_encoder`: blocks' skips inside a composed field, the
-            end of depth-time (default ``depth``, or 1 for ``"composed"``/``"node"``), and ``λ`` of the
-            kinetic-energy transport cost (Kan et al. 2025, eq. 8).
-        method, steps, step_size, **solve_kwargs: Solve settings of :class:`~neuralode_tf.ContinuousDepth`
-            (``adjoint``, ``backend``, ``rtol``, ...). ``method=None`` is ``"lie_trotter"`` for a
-            field with ``parts`` (a split field) and ``"euler"`` otherwise; fixed-grid methods take
-            unit steps unless ``steps`` or ``step_size`` is given.
+        **encoder: Settings of :func:`~neuralode_tf.models.stack_encoder`: ``method``, ``steps``,
+            ``step_size`` and any other argument of :func:`~neuralode_tf.solve` (``adjoint``,
+            ``backend``, ``rtol``, ...); ``t1``, the end of depth-time (default ``depth``, or 1 for
+            ``"composed"``/``"node"``); ``transport_cost``, ``λ`` of the kinetic-energy transport
+            cost (Kan et al. 2025, eq. 8); ``inner_residuals``, the blocks' skips inside a composed
+            field. ``method=None`` is ``"lie_trotter"`` for a field with ``parts`` (a split field)
+            and ``"euler"`` otherwise; fixed-grid methods take unit steps on ``[0, depth]`` (one step
+            on ``[0, 1]``) unless ``steps`` or ``step_size`` is given.
 
     Shapes:
         ``images``: ``(B, in_chans, H, W)`` with ``(H, W)`` equal to ``img_size``. Logits: ``(B, num_classes)``.
@@ -84,13 +84,7 @@ class ViT(nn.Module):
         field: str | nn.Module = "split",
         num_sets: int | None = None,
         attention_only: bool = False,
-        inner_residuals: bool = True,
-        t1: float | None = None,
-        transport_cost: float | None = None,
-        method: str | None = None,
-        steps: int | None = None,
-        step_size: float | None = None,
-        **solve_kwargs: Any,
+        **encoder: Any,
     ):
         super().__init__()
         self.img_size = (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
@@ -113,18 +107,7 @@ class ViT(nn.Module):
         self.pos_embed = nn.Parameter(torch.zeros(1, num_patches + 1, dim))
         nn.init.trunc_normal_(self.cls_token, std=0.02)
         nn.init.trunc_normal_(self.pos_embed, std=0.02)
-        self.encoder = stack_encoder(
-            field,
-            depth,
-            sets,
-            inner_residuals=inner_residuals,
-            t1=t1,
-            transport_cost=transport_cost,
-            method=method,
-            steps=steps,
-            step_size=step_size,
-            **solve_kwargs,
-        )
+        self.encoder = stack_encoder(field, depth, sets, **encoder)
         self.norm = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, num_classes)
 

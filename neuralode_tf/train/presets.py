@@ -103,35 +103,22 @@ def _ot_set(data: Splits, **overrides: Any) -> nn.Module:
     return SetTransformer(**{**settings, "mlp_hidden": variant["dim"], **variant})
 
 
+def _five_models(baseline: dict[str, Any], continuous: dict[str, Any], steps: int, weight: float) -> dict[str, Any]:
+    """The discrete baseline, and the OT and N-ODE Transformers without and with the transport cost ``weight``."""
+    return {
+        "baseline": dict(baseline, field="split", steps=None, transport_cost=None),
+        "ot_unregularized": dict(continuous, field="composed", steps=steps, transport_cost=None),
+        "ot": dict(continuous, field="composed", steps=steps, transport_cost=weight),
+        "node": dict(continuous, field="node", steps=steps, transport_cost=None),
+        "node_regularized": dict(continuous, field="node", steps=steps, transport_cost=weight),
+    }
+
+
 OT_VARIANTS: dict[str, dict[str, dict[str, Any]]] = {
-    "ot_mnist_vit": {
-        "baseline": dict(dim=128, field="split", steps=None, transport_cost=None),
-        "ot_unregularized": dict(dim=64, field="composed", steps=20, transport_cost=None),
-        "ot": dict(dim=64, field="composed", steps=20, transport_cost=0.01),
-        "node": dict(dim=64, field="node", steps=20, transport_cost=None),
-        "node_regularized": dict(dim=64, field="node", steps=20, transport_cost=0.01),
-    },
-    "ot_catsdogs_vit": {
-        "baseline": dict(depth=6, field="split", steps=None, transport_cost=None),
-        "ot_unregularized": dict(depth=5, field="composed", steps=20, transport_cost=None),
-        "ot": dict(depth=5, field="composed", steps=20, transport_cost=0.01),
-        "node": dict(depth=5, field="node", steps=20, transport_cost=None),
-        "node_regularized": dict(depth=5, field="node", steps=20, transport_cost=0.01),
-    },
-    "ot_imdb_text": {
-        "baseline": dict(depth=6, field="split", steps=None, transport_cost=None),
-        "ot_unregularized": dict(depth=3, field="composed", steps=8, transport_cost=None),
-        "ot": dict(depth=3, field="composed", steps=8, transport_cost=0.5),
-        "node": dict(depth=3, field="node", steps=8, transport_cost=None),
-        "node_regularized": dict(depth=3, field="node", steps=8, transport_cost=0.5),
-    },
-    "ot_modelnet_set": {
-        "baseline": dict(dim=256, field="split", steps=None, transport_cost=None),
-        "ot_unregularized": dict(dim=200, field="composed", steps=8, transport_cost=None),
-        "ot": dict(dim=200, field="composed", steps=8, transport_cost=1.0),
-        "node": dict(dim=200, field="node", steps=8, transport_cost=None),
-        "node_regularized": dict(dim=200, field="node", steps=8, transport_cost=1.0),
-    },
+    "ot_mnist_vit": _five_models(dict(dim=128), dict(dim=64), steps=20, weight=0.01),
+    "ot_catsdogs_vit": _five_models(dict(depth=6), dict(depth=5), steps=20, weight=0.01),
+    "ot_imdb_text": _five_models(dict(depth=6), dict(depth=3), steps=8, weight=0.5),
+    "ot_modelnet_set": _five_models(dict(dim=256), dict(dim=200), steps=8, weight=1.0),
 }
 """The model overrides of the five models Kan et al. (2025, Tables 1-4) compare, per OT preset.
 
