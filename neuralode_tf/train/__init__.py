@@ -1,6 +1,6 @@
 """Training: presets, the loop (checkpoints, exact resume, DDP), and the ``neuralode-tf`` command."""
 
-from .compare import compare_variants, step_sweep, summarize
+from .compare import compare_variants, markdown_table, step_sweep, summarize
 from .config import TrainConfig, apply_overrides, load_config
 from .loop import NonFiniteLossError, evaluate, train
 from .presets import OT_VARIANTS, PRESETS, Preset
@@ -17,6 +17,7 @@ __all__ = [
     "OT_VARIANTS",
     "compare_variants",
     "summarize",
+    "markdown_table",
     "step_sweep",
     "Preset",
     "Task",

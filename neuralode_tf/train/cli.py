@@ -19,7 +19,7 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
-from .compare import compare_variants, step_sweep, summarize
+from .compare import compare_variants, markdown_table, step_sweep
 from .config import TrainConfig, apply_overrides, load_config
 from .loop import train
 from .presets import OT_VARIANTS, PRESETS
@@ -79,16 +79,11 @@ def _compare(args: argparse.Namespace) -> int:
         for row in rows:  # the discrete baseline has no step count to vary
             continuous = chosen[row["variant"]].get("field") in ("composed", "node")
             row["sweep"] = step_sweep(row["out_dir"]) if continuous and not row["non_finite"] else None
-    lines = ["| model | parameters | test accuracy (%) | runs | non-finite |", "|---|---|---|---|---|"]
-    for entry in summarize(rows):
-        accuracy = f"{entry['mean']:.1f} ± {entry['std']:.1f}"
-        lines.append(
-            f"| {entry['variant']} | {entry['parameters']:,} | {accuracy} | {entry['runs']} | {entry['non_finite']} |"
-        )
     out.mkdir(parents=True, exist_ok=True)
     (out / "rows.json").write_text(json.dumps(rows, indent=2))
-    (out / "table.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    table = markdown_table(rows)
+    (out / "table.md").write_text(table)
+    print(table, end="")
     return 0
 
 

@@ -17,7 +17,7 @@ from .loop import NonFiniteLossError, evaluate, train
 from .presets import PRESETS
 from .tasks import build_task
 
-__all__ = ["compare_variants", "summarize", "step_sweep"]
+__all__ = ["compare_variants", "summarize", "markdown_table", "step_sweep"]
 
 
 def compare_variants(
@@ -79,6 +79,26 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             }
         )
     return table
+
+
+def markdown_table(rows: list[dict[str, Any]]) -> str:
+    """The :func:`summarize` table in Markdown, then, for rows with a ``"sweep"`` (:func:`step_sweep`),
+    the mean test accuracy by number of inference steps."""
+    lines = ["| model | parameters | test accuracy (%) | runs | non-finite |", "|---|---|---|---|---|"]
+    for entry in summarize(rows):
+        accuracy = f"{entry['mean']:.1f} ± {entry['std']:.1f}"
+        lines.append(
+            f"| {entry['variant']} | {entry['parameters']:,} | {accuracy} | {entry['runs']} | {entry['non_finite']} |"
+        )
+    swept = [row for row in rows if row.get("sweep")]
+    if swept:
+        steps = list(swept[0]["sweep"])
+        lines += ["", "| model | " + " | ".join(f"{k} steps" for k in steps) + " |", "|---|" + "---|" * len(steps)]
+        for name in dict.fromkeys(row["variant"] for row in swept):
+            runs = [row["sweep"] for row in swept if row["variant"] == name]
+            means = [100 * sum(run[k] for run in runs) / len(runs) for k in steps]
+            lines.append(f"| {name} | " + " | ".join(f"{m:.1f}" for m in means) + " |")
+    return "\n".join(lines) + "\n"
 
 
 @torch.no_grad()
