@@ -219,3 +219,44 @@ def test_ot_catsdogs_preset_reads_the_real_data_only(tmp_path):
     models = {name: preset.build_model(data, v) for name, v in OT_VARIANTS["ot_catsdogs_vit"].items()}
     assert models["ot"].encoder.field.field.inner_residuals and len(models["ot"].encoder.field.field.blocks) == 5
     assert len(models["node"].encoder.odes) == 5 and models["ot"](data.test.x).shape == (2, 2)
+
+
+def test_ot_presets_train_on_the_real_datasets_files(tmp_path):
+    """data.name switches a preset to the paper's dataset, and the builder to the paper's sizes."""
+    import numpy as np
+
+    from neuralode_tf.train.presets import PRESETS
+    from tests.test_data import write_idx, write_imdb
+
+    rng = np.random.default_rng(0)
+    (tmp_path / "mnist").mkdir()
+    for split, count in (("train", 4), ("t10k", 2)):
+        write_idx(tmp_path / "mnist" / f"{split}-images-idx3-ubyte", rng.integers(0, 256, (count, 28, 28)))
+        write_idx(tmp_path / "mnist" / f"{split}-labels-idx1-ubyte", rng.integers(0, 10, count))
+    write_imdb(tmp_path / "imdb")
+    h5py = pytest.importorskip("h5py")
+    with h5py.File(tmp_path / "ModelNet40_cloud.h5", "w") as f:
+        f["tr_cloud"], f["test_cloud"] = rng.normal(size=(4, 50, 3)), rng.normal(size=(2, 50, 3))
+        f["tr_labels"], f["test_labels"] = np.array([0, 1, 2, 3]), np.array([1, 2])
+    real = {
+        "ot_mnist_vit": dict(name="mnist", root=str(tmp_path / "mnist")),
+        "ot_imdb_text": dict(name="imdb", root=str(tmp_path / "imdb"), min_freq=1),
+        "ot_modelnet_set": dict(name="modelnet40_h5", root=str(tmp_path)),
+    }
+    widths = {"ot_mnist_vit": 64, "ot_imdb_text": 256, "ot_modelnet_set": 200}  # Kan et al.'s, not the stand-ins'
+    for preset, data in real.items():
+        model = PRESETS[preset].build_model(PRESETS[preset].load_data(data), {})
+        assert model.head.in_features == widths[preset]
+        if preset == "ot_mnist_vit":
+            assert model.patch_embed.kernel_size == (7, 7)
+        config = TrainConfig(
+            preset=preset,
+            epochs=1,
+            batch_size=2,
+            max_steps=2,
+            progress=False,
+            out_dir=str(tmp_path / preset),
+            data=data,
+        )
+        result = train(config)
+        assert result["steps"] == 2 and 0.0 <= result["test_accuracy"] <= 1.0
