@@ -1,0 +1,240 @@
+"""TransEvolve: evaluation modes against eq. 6 as written, the official code's formulas, the random
+feed-forward's buffers, and the discrete block as one Lie-Trotter Euler step per layer."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from neuralode_tf import ContinuousDepth, solve
+from neuralode_tf.fields import transevolve
+from neuralode_tf.fields.transevolve import (
+    RandomFeedForward,
+    TransEvolveAttention,
+    TransEvolveField,
+    depth_signal,
+)
+
+B, N, D, H, L = 2, 12, 32, 4, 3
+TOL = 1e-5
+
+
+def max_abs(a: torch.Tensor, b: torch.Tensor) -> float:
+    return (a - b).abs().max().item()
+
+
+def padding() -> torch.Tensor:
+    """Right padding in sample 0, left padding in sample 1 (under a causal mask its first queries see no key)."""
+    pad = torch.zeros(B, N, dtype=torch.bool)
+    pad[0, 9:] = True
+    pad[1, :3] = True
+    return pad
+
+
+def evaluate(attn: TransEvolveAttention, mode: str, x0, x, t, pad, seed=1):
+    """Output of ``attn`` at ``(t, x)`` with the state of ``x0``, and gradients of a random projection of
+    it with respect to ``x0``, ``x`` and every parameter (unused ones as zeros)."""
+    attn.mode = mode
+    x0, x = x0.clone().requires_grad_(), x.clone().requires_grad_()
+    out = attn(t, x, attn.prepare(x0, pad))
+    probe = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed), dtype=out.dtype)
+    inputs = [x0, x, *attn.parameters()]
+    grads = torch.autograd.grad((out * probe).sum(), inputs, allow_unused=True)
+    return out.detach(), [torch.zeros_like(p) if g is None else g for p, g in zip(inputs, grads)]
+
+
+def code_attention(attn: TransEvolveAttention, x0, x, layer: int, allowed):
+    """The official Layer1 + Layer2 at integer depth ``layer``, term by term (notes §1.3-1.4)."""
+    d, heads = attn.dim, attn.num_heads
+    q = torch.einsum("ab,...lb->...la", attn.w_q[:, :d], x0)
+    k = torch.einsum("ab,...lb->...la", attn.w_k[:, :d], x0)
+    q0, k0 = q.unflatten(-1, (heads, -1)), k.unflatten(-1, (heads, -1))
+    a0 = torch.einsum("...shd,...lhd->...hsl", q0, k0) / math.sqrt(q0.shape[-1])
+    time_q = attn.w_q[:, d:].reshape(-1, heads, d // heads)
+    time_k = attn.w_k[:, d:].reshape(-1, heads, d // heads)
+    a2 = torch.einsum("dnt,dnt->nt", time_q, time_k)
+    a1k = torch.einsum("dnt,...ld->...nlt", time_q, k)
+    a1q = torch.einsum("dnt,...ld->...nlt", time_k, q)
+    rate = np.float32(layer) * np.float32(math.pi / 64.0)
+    p = np.arange(d // 2, dtype=np.float32)
+    signal = np.concatenate([np.sin(rate * p), np.cos(rate * p)])
+    tee = (torch.from_numpy(signal) * attn.coeffs[layer]).reshape(heads, d // heads)
+    logits = (
+        a0
+        + torch.einsum("...nlt,nt->...nl", a1q, tee)[..., :, None]
+        + torch.einsum("...nlt,nt->...nl", a1k, tee)[..., None, :]
+        + torch.einsum("nt,nt->n", a2, tee * tee)[:, None, None]
+    )
+    probs = logits.masked_fill(~allowed, -math.inf).softmax(-1)
+    h = F.layer_norm(x, (d,), attn.norm_weight[layer], attn.norm_bias[layer]).unflatten(-1, (heads, -1))
+    return torch.einsum("...nlk,...knd->...lnd", probs, h).flatten(-2) @ attn.w_o[layer]
+
+
+def test_depth_signal_at_integer_depth_is_the_codes_time_signal():
+    coeffs = torch.randn(D)
+    p = np.arange(D // 2, dtype=np.float32)
+    for step in range(6):
+        rate = np.float32(step) * np.float32(math.pi / 64.0)
+        ref = np.concatenate([np.sin(rate * p), np.cos(rate * p)]) * coeffs.numpy()
+        got = depth_signal(torch.tensor(float(step), dtype=torch.float64), coeffs, H)
+        assert got.shape == (H, D // H)
+        assert np.abs(got.numpy() - ref.reshape(H, D // H)).max() <= 1e-6
+    # Continuous in t, with a configurable time scale.
+    half = depth_signal(2.5, coeffs, H, time_scale=32.0).flatten()
+    angles = 2.5 * math.pi / 32.0 * torch.arange(D // 2)
+    assert max_abs(half, torch.cat([angles.sin(), angles.cos()]) * coeffs) <= 1e-6
+
+
+@pytest.mark.parametrize("masks", ["none", "padding", "causal", "causal+padding"])
+def test_fidelity_is_the_official_codes_attention(masks):
+    causal, pad = "causal" in masks, padding() if "padding" in masks else None
+    attn = TransEvolveAttention(D, H, L, causal=causal, mode="fidelity")
+    x0 = torch.randn(B, N, D)
+    x = x0 + 0.3 * torch.randn(B, N, D)
+    allowed = torch.ones(B, 1, N, N, dtype=torch.bool)
+    if pad is not None:
+        allowed = allowed & ~pad[:, None, None, :]
+    if causal:
+        allowed = allowed & torch.ones(N, N, dtype=torch.bool).tril()
+    allowed = allowed | ~allowed.any(-1, keepdim=True)
+    for layer in range(L):
+        ref = code_attention(attn, x0, x, layer, allowed)
+        if pad is not None:
+            ref = ref.masked_fill(pad[..., None], 0.0)
+        assert max_abs(attn(float(layer), x, attn.prepare(x0, pad)), ref) <= TOL
+
+
+@pytest.mark.parametrize("mode", ["factored", "fused", "auto"])
+@pytest.mark.parametrize("masks", ["none", "padding", "causal", "causal+padding"])
+def test_modes_match_fidelity_in_outputs_and_gradients(mode, masks):
+    causal, pad = "causal" in masks, padding() if "padding" in masks else None
+    attn = TransEvolveAttention(D, H, L, causal=causal)
+    x0 = torch.randn(B, N, D)
+    x = x0 + 0.3 * torch.randn(B, N, D)
+    for t in (0.0, 1.5, 2.0):
+        ref, ref_grads = evaluate(attn, "fidelity", x0, x, t, pad)
+        out, grads = evaluate(attn, mode, x0, x, t, pad)
+        assert max_abs(out, ref) <= TOL
+        assert max(max_abs(g, r) for g, r in zip(grads, ref_grads)) <= TOL
+        assert max(g.abs().max().item() for g in grads) > 1e-3  # gradients do reach the inputs
+
+
+def test_auto_picks_factored_for_short_and_fused_for_long_sequences():
+    attn = TransEvolveAttention(D, H, L)
+    assert attn.prepare(torch.randn(1, 256, D)).mode == "factored"
+    assert attn.prepare(torch.randn(1, 257, D)).mode == "fused"
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_query_side_and_time_time_terms_cancel(causal):
+    attn = TransEvolveAttention(D, H, L, causal=causal, mode="fidelity")
+    x0 = torch.randn(B, N, D, requires_grad=True)
+    pad = padding()
+    full = attn.prepare(x0, pad)
+    key_side_only = dataclasses.replace(
+        full, query_time=torch.zeros_like(full.query_time), time_time=torch.zeros_like(full.time_time)
+    )
+    assert full.query_time.abs().max() > 0.1 and full.time_time.abs().max() > 0.01
+    out_full = attn(1.5, x0, full)
+    out_key = attn(1.5, x0, key_side_only)
+    assert max_abs(out_full, out_key) <= 1e-6
+    (grad_wk,) = torch.autograd.grad(out_full.square().sum(), [attn.w_k])
+    assert grad_wk[:, D:].abs().max().item() <= TOL  # the time columns of W_K only get rounding noise
+    assert grad_wk[:, :D].abs().max().item() > 1e-3
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_large_key_bias_neither_overflows_nor_underflows(causal, monkeypatch):
+    """Scaled coefficients give key biases spanning thousands: e^b would overflow without the shift, and
+    under a causal mask the early rows' e^b underflow (the factored mode's exact fallback)."""
+    fallbacks = []
+    softmax_apply = transevolve._softmax_apply
+    monkeypatch.setattr(transevolve, "_softmax_apply", lambda *args: fallbacks.append(1) or softmax_apply(*args))
+    attn = TransEvolveAttention(D, H, L, causal=causal)
+    with torch.no_grad():
+        attn.coeffs.mul_(1e3)
+    x0 = torch.randn(B, N, D)
+    state = attn.prepare(x0)
+    signal = depth_signal(1.0, attn.coeffs[1], H)
+    bias = torch.einsum("...hjt,ht->...hj", state.key_time, signal)
+    assert (bias.amax(-1) - bias.amin(-1)).min().item() > 200
+    attn.double()  # eq. 6 as written adds A3 (T ⊙ T) ~ 1e6 to O(1) scores: float32 fidelity would lose them
+    reference = evaluate(attn, "fidelity", x0.double(), x0.double(), 1.0, padding())[0]
+    attn.float()
+    fallbacks.clear()
+    for mode in ("factored", "fused"):
+        out, grads = evaluate(attn, mode, x0, x0, 1.0, padding())
+        assert torch.isfinite(out).all() and all(torch.isfinite(g).all() for g in grads)
+        assert max_abs(out.double(), reference) <= 1e-4
+    assert len(fallbacks) == (1 if causal else 0)  # the factored mode's fallback, only under the causal mask
+
+
+def test_random_feed_forward_keeps_its_frequencies_in_the_state_dict():
+    ff = RandomFeedForward(16)
+    params = {name for name, _ in ff.named_parameters()}
+    assert params == {"norm.weight", "norm.bias", "expand.svals", "expand.bias", "contract.svals", "contract.bias"}
+    buffers = {name for name, _ in ff.named_buffers()}
+    assert buffers == {"expand.u_freqs", "expand.v_freqs", "contract.u_freqs", "contract.v_freqs"}
+    assert buffers <= set(ff.state_dict())
+    assert sum(p.numel() for p in ff.parameters()) == 2 * 16 + (16 + 64) + (16 + 16)
+    x = torch.randn(B, N, 16)
+    torch.manual_seed(1)
+    other = RandomFeedForward(16)
+    assert max_abs(other(1.0, x), ff(1.0, x)) > 1e-3
+    other.load_state_dict(ff.state_dict())
+    assert max_abs(other(1.0, x), ff(1.0, x)) == 0.0
+
+
+def test_random_feed_forward_at_depth_zero_is_its_bias():
+    """With the code's indexing, the 4d -> d projection reaches only sine columns, all zero at t = 0."""
+    ff = RandomFeedForward(16)
+    with torch.no_grad():
+        ff.contract.bias.normal_()
+    out = ff(0.0, torch.randn(B, N, 16))
+    assert max_abs(out, ff.contract.bias.expand_as(out)) <= 1e-6
+    assert max_abs(ff(1.0, torch.randn(B, N, 16)), ff.contract.bias.expand_as(out)) > 1e-3
+
+
+@pytest.mark.parametrize("feed_forward", ["random", "full"])
+@pytest.mark.parametrize("mode", ["fidelity", "factored", "fused"])
+def test_lie_trotter_euler_steps_are_the_discrete_block(feed_forward, mode):
+    field = TransEvolveField(D, H, L, feed_forward=feed_forward, causal=True, mode=mode)
+    x0, pad = torch.randn(B, N, D), padding()
+    field.attention.bind(block_input=x0, key_padding_mask=pad)
+    ref = x0
+    for layer in range(L):
+        ref = ref + field.attention(float(layer), ref)
+        ref = ref + field.feed_forward.layers[layer](torch.tensor(float(layer)), ref)
+    y = solve(field, x0, [0.0, float(L)], method="lie_trotter", steps=L).y1
+    assert max_abs(y, ref) <= 1e-6
+    block = ContinuousDepth(field, t1=L, method="lie_trotter")
+    assert max_abs(block(x0, block_input=x0, key_padding_mask=pad), ref) <= 1e-6
+
+
+def test_checkpointed_solve_gives_the_block_input_and_projections_their_gradients():
+    field = TransEvolveField(D, H, L, mode="factored")
+    x0 = torch.randn(B, N, D, requires_grad=True)
+    grads = {}
+    for adjoint in ("backprop", "checkpoint"):
+        block = ContinuousDepth(field, t1=L, method="lie_trotter", adjoint=adjoint)
+        loss = block(x0, block_input=x0).square().sum()
+        grads[adjoint] = torch.autograd.grad(loss, [x0, field.attention.w_q])
+    assert grads["backprop"][1].abs().max().item() > 1e-3
+    assert max(max_abs(a, b) for a, b in zip(grads["backprop"], grads["checkpoint"])) <= 1e-6
+
+
+def test_unbound_state_and_bad_arguments_raise():
+    field = TransEvolveField(D, H, L)
+    with pytest.raises(RuntimeError, match="block_input"):
+        solve(field, torch.randn(B, N, D), [0.0, 1.0], method="lie_trotter", steps=1)
+    with pytest.raises(ValueError, match="mode"):
+        TransEvolveAttention(D, H, L, mode="fast")
+    with pytest.raises(ValueError, match="feed_forward"):
+        TransEvolveField(D, H, L, feed_forward="dense")
+    with pytest.raises(ValueError, match="divisible"):
+        TransEvolveAttention(30, 4, L)
