@@ -6,6 +6,7 @@ from .kinetic import TRANSPORT_CONVENTIONS, KineticEnergy
 from .parallel import ParallelField
 from .sharing import WeightSharedField
 from .split import SplitField
+from .transevolve import RandomFeedForward, TransEvolveAttention, TransEvolveDecoderField, TransEvolveField
 
 __all__ = [
     "SplitField",
@@ -17,4 +18,8 @@ __all__ = [
     "TRANSPORT_CONVENTIONS",
     "Autonomous",
     "as_field",
+    "TransEvolveField",
+    "TransEvolveDecoderField",
+    "TransEvolveAttention",
+    "RandomFeedForward",
 ]

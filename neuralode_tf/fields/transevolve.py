@@ -14,7 +14,9 @@ Lie-Trotter Euler step per unit of depth is then exactly the discrete block
 ``x += Attn_l(x); x += FF_l(x)`` for ``l = 0 .. L-1`` (the code's ``EncoderBlock``; its final
 LayerNorm is applied outside the field).
 
-Only encoder self-attention is implemented (the decoder's cross-attention of eqs. 12-13 is not).
+The decoder (eqs. 12-13) adds encoder-decoder attention, built the same way with queries from the
+decoder block input and keys from the encoder output: :class:`TransEvolveDecoderField` steps causal
+self-attention, cross-attention and feed-forward in turn (the code's ``DecoderBlock``).
 """
 
 from __future__ import annotations
@@ -39,11 +41,12 @@ __all__ = [
     "TransEvolveAttention",
     "RandomFeedForward",
     "TransEvolveField",
+    "TransEvolveDecoderField",
 ]
 
 MODES = ("auto", "fidelity", "factored", "fused")
 
-# Longest sequence for which mode="auto" picks "factored" (otherwise "fused"). A placeholder: the
+# Longest sequence (queries or keys) for which mode="auto" picks "factored" (otherwise "fused"). A placeholder: the
 # crossover has to be measured by a benchmark before this number is trusted.
 AUTO_FACTORED_MAX_TOKENS = 256
 
@@ -80,26 +83,30 @@ class EvolvingAttentionState:
     """What a block computes once from its input ``x⁰`` and every layer of the block reuses.
 
     With ``D = 2d`` (augmented width, see :class:`TransEvolveAttention`), ``Q = x⁰ W_{Q,x}ᵀ`` and
-    ``K = x⁰ W_{K,x}ᵀ`` of shape ``(*batch, n, D)``, ``W̃_Q``, ``W̃_K`` the time columns reshaped to
-    ``(D, H, d/H)``, and per-head slices ``Q_h``, ``K_h`` of width ``D/H``:
+    ``K = s W_{K,x}ᵀ`` of shape ``(*batch, n, D)`` and ``(*batch, m, D)``, where the key source
+    ``s`` is ``x⁰`` (self-attention, ``m = n``) or the encoder output (cross-attention), ``W̃_Q``,
+    ``W̃_K`` the time columns reshaped to ``(D, H, d/H)``, and per-head slices ``Q_h``, ``K_h`` of
+    width ``D/H`` (below, ``j`` runs over the ``m`` keys, ``i`` over the ``n`` queries):
 
     * ``key_time`` (code: ``A1K``; paper: ``A_2``), ``(*batch, H, n, d/H)``:
       ``key_time[h, j, τ] = K_j · W̃_Q[:, h, τ]``. The depth-``t`` key bias is
       ``b_h[j] = Σ_τ key_time[h, j, τ] T_h[τ](t)``. Every mode uses it.
-    * ``scores`` (``A0``), ``(*batch, H, n, n)``: ``Q_h K_hᵀ / sqrt(D/H)``, unmasked. Fidelity and
+    * ``scores`` (``A0``), ``(*batch, H, n, m)``: ``Q_h K_hᵀ / sqrt(D/H)``, unmasked. Fidelity and
       factored.
     * ``query_time`` (``A1Q``; paper ``A_1``), ``(*batch, H, n, d/H)``: ``Q_i · W̃_K[:, h, τ]``, and
       ``time_time`` (``A2``; paper ``A_3``), ``(H, d/H)``: ``Σ_D W̃_Q[D, h, τ] W̃_K[D, h, τ]``.
       Fidelity only: their terms are constant along the softmax axis and cancel.
-    * ``weights``, ``(*batch, H, n, n)``: ``exp(A0 - max_j A0)`` over the allowed keys, 0 elsewhere.
+    * ``weights``, ``(*batch, H, n, m)``: ``exp(A0 - max_j A0)`` over the allowed keys, 0 elsewhere.
       Factored only.
     * ``queries``, ``(*batch, H, n, P)``: ``[Q_h / sqrt(D/H), 1, 0, ...]`` padded to a multiple of 8,
-      and ``keys``, ``(*batch, H, n, D/H)``: ``K_h``. Fused only.
+      and ``keys``, ``(*batch, H, m, D/H)``: ``K_h``. Fused only.
 
     ``allowed`` is a boolean mask, True where a query may attend a key, broadcastable to
-    ``(*batch, H, n, n)``, or None when all may; in fused mode a causal mask without padding is left
-    to ``scaled_dot_product_attention(is_causal=True)`` instead. ``key_padding_mask`` is True at
-    padding tokens.
+    ``(*batch, H, n, m)``, or None when all may; in fused mode a causal mask without padding is left
+    to ``scaled_dot_product_attention(is_causal=True)`` instead. ``key_padding_mask`` ``(*batch, m)``
+    is True at padding keys, ``query_padding_mask`` ``(*batch, n)`` at padding queries, whose
+    increment is zeroed (for self-attention both are the tokens' padding). ``memory`` is the encoder
+    output for cross-attention, whose LayerNorm gives the values, and None for self-attention.
     """
 
     mode: str
@@ -107,6 +114,8 @@ class EvolvingAttentionState:
     key_time: Tensor
     key_padding_mask: Tensor | None
     allowed: Tensor | None
+    query_padding_mask: Tensor | None = None
+    memory: Tensor | None = None
     scores: Tensor | None = None
     query_time: Tensor | None = None
     time_time: Tensor | None = None
@@ -166,13 +175,27 @@ class TransEvolveAttention(nn.Module):
       ``n × n`` tensor (whether the kernel does is up to PyTorch's dispatch): padding is a
       ``(*batch, 1, 1, n)`` mask and a causal mask without padding is ``is_causal=True``; only
       causal together with padding builds an ``n × n`` boolean mask.
-    * ``"auto"``: ``"factored"`` for ``n <= AUTO_FACTORED_MAX_TOKENS`` (256), else ``"fused"``. The
-      threshold is a placeholder until a benchmark backs it.
+    * ``"auto"``: ``"factored"`` when queries and keys number at most ``AUTO_FACTORED_MAX_TOKENS``
+      (256), else ``"fused"``. The threshold is a placeholder until a benchmark backs it.
 
     All modes agree with ``"fidelity"`` to float32 rounding in outputs and gradients.
 
     Masks follow :class:`~neuralode_tf.nn.AttentionBranch`: ``key_padding_mask`` is True at
     padding; padded queries get a zero increment; a query that may see no key attends to all.
+
+    **Cross-attention** (``cross_attention=True``; eqs. 12-13, the code's ``Layer1(x, enc)``): the
+    same construction with queries from the decoder block input ``x⁰`` and keys from the encoder
+    output ``m``, ``A0 = (x⁰ W_{Q,x}ᵀ)_h (m W_{K,x}ᵀ)_hᵀ / sqrt(D/H)``, ``b_h[j] = (m W_{K,x}ᵀ)_j ·
+    W̃_Q^h T_h``, computed once per block, and values from the encoder output:
+
+    .. math:: \\mathrm{CrossAttn}(t, x) = \\big[\\mathrm{softmax}(a(T) + M)_h\\, \\mathrm{LN}_l(m)_h\\big]_h\\, W_O^l
+
+    (eq. 13 without its skip, with the code's LayerNorm on ``m``; ``M`` masks padding of the source
+    keys, ``memory_padding_mask``; queries at target padding, ``key_padding_mask``, get a zero
+    increment, while the code's ``-1e9`` on whole target-padding rows leaves their softmax
+    unchanged). The increment does not depend on the current ``x``: inside a block it is a forcing
+    term that varies with depth only through ``T(t)`` and ``l``. It has its own ``w_q``, ``w_k``,
+    ``coeffs`` (the independent ``T_ed`` of eq. 13), LayerNorm and ``w_o``.
 
     Parameters, initialised as in the code: ``w_q``, ``w_k`` (its ``WQ``, ``WK``: ``D × D``, once
     per block, Glorot uniform), and per layer ``coeffs`` (``(L, d)``, uniform ``±sqrt(6/d)``), the
@@ -187,7 +210,8 @@ class TransEvolveAttention(nn.Module):
         dim: ``d``, even and divisible by ``num_heads``.
         num_heads: ``H``.
         depth: ``L``, the number of layers of the block (the field lives on ``[0, L]``).
-        causal: Mask keys after the query.
+        causal: Mask keys after the query (self-attention only).
+        cross_attention: Keys and values from the encoder output (``bind(memory=...)``).
         mode: One of :data:`MODES`.
         time_scale: ``s`` of :func:`depth_signal` (the code's 64).
     """
@@ -199,10 +223,13 @@ class TransEvolveAttention(nn.Module):
         depth: int,
         *,
         causal: bool = False,
+        cross_attention: bool = False,
         mode: str = "auto",
         time_scale: float = 64.0,
     ):
         super().__init__()
+        if causal and cross_attention:
+            raise ValueError("cross-attention cannot be causal: every query sees the whole source")
         if dim % num_heads or dim % 2:
             raise ValueError(f"dim={dim} must be even and divisible by num_heads={num_heads}")
         if not (isinstance(depth, int) and depth >= 1):
@@ -212,7 +239,8 @@ class TransEvolveAttention(nn.Module):
         if not time_scale > 0:
             raise ValueError(f"time_scale must be > 0, got {time_scale!r}")
         self.dim, self.num_heads, self.depth = dim, num_heads, depth
-        self.causal, self.mode, self.time_scale = causal, mode, float(time_scale)
+        self.causal, self.cross_attention = causal, cross_attention
+        self.mode, self.time_scale = mode, float(time_scale)
         width = 2 * dim
         self.w_q = nn.Parameter(nn.init.xavier_uniform_(torch.empty(width, width)))
         self.w_k = nn.Parameter(nn.init.xavier_uniform_(torch.empty(width, width)))
@@ -223,20 +251,46 @@ class TransEvolveAttention(nn.Module):
         self.w_o = nn.Parameter(torch.stack([nn.init.xavier_uniform_(torch.empty(dim, dim)) for _ in range(depth)]))
         self._state: EvolvingAttentionState | None = None
 
-    def prepare(self, block_input: Tensor, key_padding_mask: Tensor | None = None) -> EvolvingAttentionState:
-        """The per-block state of ``x⁰ = block_input`` (``(*batch, n, d)``), for this module's mode."""
+    def prepare(
+        self,
+        block_input: Tensor,
+        key_padding_mask: Tensor | None = None,
+        memory: Tensor | None = None,
+        memory_padding_mask: Tensor | None = None,
+    ) -> EvolvingAttentionState:
+        """The per-block state of ``x⁰ = block_input`` (``(*batch, n, d)``), for this module's mode.
+
+        ``key_padding_mask`` ``(*batch, n)`` is True at padding of ``x⁰``. Cross-attention also needs
+        the encoder output ``memory`` ``(*batch, m, d)``, the source of keys and values, and its
+        padding ``memory_padding_mask`` ``(*batch, m)``; self-attention takes neither.
+        """
+        if self.cross_attention != (memory is not None):
+            raise ValueError(
+                "cross-attention needs memory= (the encoder output)"
+                if self.cross_attention
+                else "self-attention takes no memory; build it with cross_attention=True"
+            )
+        source = block_input if memory is None else memory
         n = block_input.shape[-2]
         mode = self.mode
         if mode == "auto":
-            mode = "factored" if n <= AUTO_FACTORED_MAX_TOKENS else "fused"
-        pad = None if key_padding_mask is None else key_padding_mask.bool()
+            mode = "factored" if max(n, source.shape[-2]) <= AUTO_FACTORED_MAX_TOKENS else "fused"
+        query_pad = None if key_padding_mask is None else key_padding_mask.bool()
+        pad = query_pad if memory is None else None if memory_padding_mask is None else memory_padding_mask.bool()
         q = block_input @ self.w_q[:, : self.dim].T
-        k = block_input @ self.w_k[:, : self.dim].T
+        k = source @ self.w_k[:, : self.dim].T
         time_q = self._time_columns(self.w_q)
         key_time = torch.einsum("...jD,Dht->...hjt", k, time_q)
         q_heads, k_heads = self._split_heads(q), self._split_heads(k)
         scale = 1.0 / math.sqrt(q_heads.shape[-1])
-        common = dict(mode=mode, causal=self.causal, key_time=key_time, key_padding_mask=pad)
+        common = dict(
+            mode=mode,
+            causal=self.causal,
+            key_time=key_time,
+            key_padding_mask=pad,
+            query_padding_mask=query_pad,
+            memory=memory,
+        )
         if mode == "fused":
             ones = torch.ones_like(q_heads[..., :1])
             queries = _pad_to_8(torch.cat([q_heads * scale, ones], dim=-1))
@@ -255,32 +309,47 @@ class TransEvolveAttention(nn.Module):
         weights = torch.exp(masked - masked.amax(dim=-1, keepdim=True).detach())
         return EvolvingAttentionState(**common, allowed=allowed, scores=scores, weights=weights)
 
-    def bind(self, *, block_input: Tensor | None = None, key_padding_mask: Tensor | None = None, **_: object) -> None:
+    def bind(
+        self,
+        *,
+        block_input: Tensor | None = None,
+        key_padding_mask: Tensor | None = None,
+        memory: Tensor | None = None,
+        memory_padding_mask: Tensor | None = None,
+        **_: object,
+    ) -> None:
         """Compute and keep the state of the block input ``block_input`` (with its padding mask).
 
         ``forward`` then uses it at every depth until the next call. Without ``block_input`` the
-        state is cleared. Other keywords are ignored, so
-        :class:`~neuralode_tf.ContinuousDepth` passes ``forward(x, block_input=x, key_padding_mask=m)``
-        keywords straight through.
+        state is cleared. Cross-attention also uses ``memory`` and ``memory_padding_mask`` (see
+        :meth:`prepare`); self-attention ignores them, as it does any other keyword, so
+        :class:`~neuralode_tf.ContinuousDepth` passes ``forward(x, block_input=x, key_padding_mask=m,
+        memory=..., memory_padding_mask=...)`` keywords straight through to every part of a block.
         """
-        self._state = None if block_input is None else self.prepare(block_input, key_padding_mask)
+        if block_input is None:
+            self._state = None
+        elif self.cross_attention:
+            self._state = self.prepare(block_input, key_padding_mask, memory, memory_padding_mask)
+        else:
+            self._state = self.prepare(block_input, key_padding_mask)
 
     def forward(self, t: Tensor | float, x: Tensor, state: EvolvingAttentionState | None = None) -> Tensor:
         """The increment ``Attn(t, x)``, with ``state`` or else the bound one."""
         state = self._state if state is None else state
         if state is None:
             raise RuntimeError(
-                "TransEvolveAttention has no block state: call bind(block_input=x0, key_padding_mask=...) before "
-                "solving, or pass block_input=x to ContinuousDepth's forward"
+                "TransEvolveAttention has no block state: call bind(block_input=x0, key_padding_mask=...) (plus "
+                "memory=... for cross-attention) before solving, or pass block_input=x to ContinuousDepth's forward"
             )
         time = _scalar_time(t)
         layer = min(max(math.floor(time), 0), self.depth - 1)
         signal = depth_signal(time, self.coeffs[layer], self.num_heads, self.time_scale)
-        values = self._split_heads(F.layer_norm(x, (self.dim,), self.norm_weight[layer], self.norm_bias[layer]))
+        source = x if state.memory is None else state.memory
+        values = self._split_heads(F.layer_norm(source, (self.dim,), self.norm_weight[layer], self.norm_bias[layer]))
         heads = _APPLY[state.mode](state, signal, values)
         out = heads.transpose(-3, -2).flatten(-2) @ self.w_o[layer]
-        if state.key_padding_mask is not None:
-            out = out.masked_fill(state.key_padding_mask.unsqueeze(-1), 0.0)
+        if state.query_padding_mask is not None:
+            out = out.masked_fill(state.query_padding_mask.unsqueeze(-1), 0.0)
         return out
 
     def _time_columns(self, weight: Tensor) -> Tensor:
@@ -317,9 +386,10 @@ def _factored(state: EvolvingAttentionState, signal: Tensor, values: Tensor) -> 
     if state.key_padding_mask is None:
         exponent = bias - bias.amax(dim=-1, keepdim=True).detach()
     else:
-        # Shift by the largest bias of a real key. Padding keys get e^0 = 1 here, which matters only in
-        # rows that see no real key (all-padding samples, whose shift is -inf); those outputs are zeroed.
+        # Shift by the largest bias of a real key; padding keys get e^0 = 1, and weight 0 through E. A sample
+        # whose keys are all padding (whose rows attend to every key, see _allowed) is shifted as if unpadded.
         pad = state.key_padding_mask[..., None, :]
+        pad = pad & ~pad.all(dim=-1, keepdim=True)
         shift = bias.masked_fill(pad, -math.inf).amax(dim=-1, keepdim=True).detach()
         exponent = (bias - shift).masked_fill(pad, 0.0)
     key_weight = torch.exp(exponent).unsqueeze(-1)
@@ -509,12 +579,9 @@ class TransEvolveField(SplitField):
         mode: str = "auto",
         time_scale: float = 64.0,
     ):
-        layer_types: dict[str, type[nn.Module]] = {"random": RandomFeedForward, "full": MLPBranch}
-        if feed_forward not in layer_types:
-            raise ValueError(f"unknown feed_forward {feed_forward!r}; valid: 'random', 'full'")
+        feed_forward_part = _feed_forward(feed_forward, dim, hidden_dim, depth)
         attention = TransEvolveAttention(dim, num_heads, depth, causal=causal, mode=mode, time_scale=time_scale)
-        layers = [layer_types[feed_forward](dim, hidden_dim) for _ in range(depth)]
-        super().__init__(attention, WeightSharedField(layers, depth))
+        super().__init__(attention, feed_forward_part)
 
     @property
     def attention(self) -> TransEvolveAttention:
@@ -528,3 +595,71 @@ class TransEvolveField(SplitField):
     def jump_times(self) -> list[float]:
         """The layer boundaries ``1 .. L-1``, where the parameters change."""
         return self.feed_forward.jump_times
+
+
+class TransEvolveDecoderField(SplitField):
+    """One TransEvolve decoder block of ``L`` layers as a field on depth-time ``[0, L]`` (eqs. 12-13).
+
+    .. math:: \\frac{dy}{dt} = \\mathrm{SelfAttn}(t, y; y^0) + \\mathrm{CrossAttn}(t; y^0, m) + \\mathrm{FF}(t, y)
+
+    with a causal :class:`TransEvolveAttention` whose state comes from the decoder block input
+    ``y⁰`` (eq. 12, ``A^{dec}``), a cross-attention one (``cross_attention=True``; eq. 12,
+    ``A^{ed}``: queries from ``y⁰``, keys and values from the encoder output ``m``) and, per layer,
+    the feed-forward of :class:`TransEvolveField`. :attr:`parts` is ``(self_attention,
+    cross_attention, feed_forward)``, so one Lie-Trotter Euler step per unit of depth is the code's
+    ``DecoderBlock`` loop ``y += SelfAttn_l(y); y += CrossAttn_l(y); y += FF_l(y)``,
+    ``l = 0 .. L-1`` (eq. 13 followed by eq. 11 or 3)::
+
+        field = TransEvolveDecoderField(64, num_heads=4, depth=3)
+        block = ContinuousDepth(field, t1=3, method="lie_trotter")
+        y = block(y0, block_input=y0, key_padding_mask=tgt_pad, memory=m, memory_padding_mask=src_pad)
+
+    Every part is causal in the target positions. The code's block-final LayerNorm is not part of
+    the field.
+
+    Args:
+        dim, num_heads, depth, mode, time_scale: As in :class:`TransEvolveAttention`.
+        feed_forward, hidden_dim: As in :class:`TransEvolveField`.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        depth: int,
+        *,
+        feed_forward: str = "random",
+        hidden_dim: int | None = None,
+        mode: str = "auto",
+        time_scale: float = 64.0,
+    ):
+        feed_forward_part = _feed_forward(feed_forward, dim, hidden_dim, depth)
+        settings = dict(mode=mode, time_scale=time_scale)
+        self_attention = TransEvolveAttention(dim, num_heads, depth, causal=True, **settings)
+        cross_attention = TransEvolveAttention(dim, num_heads, depth, cross_attention=True, **settings)
+        super().__init__(self_attention, cross_attention, feed_forward_part)
+
+    @property
+    def self_attention(self) -> TransEvolveAttention:
+        return self.terms[0]
+
+    @property
+    def cross_attention(self) -> TransEvolveAttention:
+        return self.terms[1]
+
+    @property
+    def feed_forward(self) -> WeightSharedField:
+        return self.terms[2]
+
+    @property
+    def jump_times(self) -> list[float]:
+        """The layer boundaries ``1 .. L-1``, where the parameters change."""
+        return self.feed_forward.jump_times
+
+
+def _feed_forward(kind: str, dim: int, hidden_dim: int | None, depth: int) -> WeightSharedField:
+    """A block's ``depth`` feed-forward layers, ``"random"`` (eq. 11) or ``"full"`` (eq. 3), ``l`` on ``[l, l+1)``."""
+    layer_types: dict[str, type[nn.Module]] = {"random": RandomFeedForward, "full": MLPBranch}
+    if kind not in layer_types:
+        raise ValueError(f"unknown feed_forward {kind!r}; valid: 'random', 'full'")
+    return WeightSharedField([layer_types[kind](dim, hidden_dim) for _ in range(depth)], depth)

@@ -10,11 +10,19 @@ count is ``sum(p.numel() for p in model.parameters())``.
 
 from .blocks import FIELDS, stack_encoder, transformer_field
 from .node import NODETransformer
-from .seq2seq import Seq2Seq, decoder_field
+from .seq2seq import EncoderDecoder, Seq2Seq, decoder_field
 from .set_transformer import MAB, PMA, InducedAttentionBranch, SetTransformer, isab_field
 from .signal import SignalClassifier
 from .text import PAD, TextClassifier, TokenEmbedding, sinusoidal_positions
 from .timm import ContinuousVisionTransformer, continuous_from_timm
+from .transevolve import (
+    TRANSEVOLVE_VARIANTS,
+    TransEvolveClassifier,
+    TransEvolveDecoder,
+    TransEvolveEncoder,
+    TransEvolveSeq2Seq,
+    table2_parameter_counts,
+)
 from .vit import VIT_PRESETS, ViT, vit_preset
 
 __all__ = [
@@ -27,6 +35,7 @@ __all__ = [
     "NODETransformer",
     "TextClassifier",
     "decoder_field",
+    "EncoderDecoder",
     "Seq2Seq",
     "MAB",
     "PMA",
@@ -39,4 +48,10 @@ __all__ = [
     "vit_preset",
     "ContinuousVisionTransformer",
     "continuous_from_timm",
+    "TRANSEVOLVE_VARIANTS",
+    "TransEvolveEncoder",
+    "TransEvolveDecoder",
+    "TransEvolveClassifier",
+    "TransEvolveSeq2Seq",
+    "table2_parameter_counts",
 ]

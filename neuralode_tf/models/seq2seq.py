@@ -13,7 +13,7 @@ from ..nn import AttentionBranch, MLPBranch
 from .blocks import transformer_field
 from .text import PAD, TokenEmbedding
 
-__all__ = ["decoder_field", "Seq2Seq"]
+__all__ = ["decoder_field", "EncoderDecoder", "Seq2Seq"]
 
 
 def decoder_field(
@@ -42,97 +42,26 @@ def decoder_field(
     return WeightSharedField(blocks, depth)
 
 
-class Seq2Seq(nn.Module):
-    """Encoder-decoder transformer (Vaswani et al. 2017) with continuous-depth encoder and decoder.
+class EncoderDecoder(nn.Module):
+    """Teacher forcing, scoring and decoding shared by the encoder-decoder front-ends.
 
-    .. math::
-
-        m = LN\\big(x(D_e)\\big),\\; \\frac{dx}{dt} = f_{enc}(t, x),\\; x(0) = \\mathrm{emb}(src); \\qquad
-        \\mathrm{logits} = LN\\big(y(D_d)\\big)\\, W_{out}^\\top,\\; \\frac{dy}{dt} = f_{dec}(t, y; m),\\;
-        y(0) = \\mathrm{emb}(tgt_{in})
-
-    Embeddings are :class:`~neuralode_tf.models.text.TokenEmbedding` (scaled, with sinusoidal
-    positions); ``W_out`` is the target embedding matrix when ``tie_output`` (Press & Wolf 2017;
-    Vaswani et al. 2017, §3.4), else its own matrix. Id :data:`~neuralode_tf.models.text.PAD` (0)
-    is padding and is never generated; ``bos`` and ``eos`` are chosen by the caller.
-
-    The fields are pluggable: ``encoder`` and ``decoder`` take any field on ``[0, encoder_depth]``
-    and ``[0, decoder_depth]``. :class:`~neuralode_tf.ContinuousDepth` calls ``bind`` on every
-    submodule of a field that has one, with ``key_padding_mask`` (the encoder: source padding;
-    the decoder: target padding), and for the decoder also ``memory`` ``(B, S, dim)`` and
-    ``memory_padding_mask`` ``(B, S)``; a decoder field must be causal in the target positions
-    for teacher forcing and decoding to agree.
-
-    Args:
-        src_vocab_size: Source token ids (``PAD`` included).
-        tgt_vocab_size: Target token ids (default: ``src_vocab_size``).
-        dim, num_heads: Width and attention heads of the default fields.
-        encoder_depth, decoder_depth: Depth-time of the encoder and the decoder (blocks of the default fields).
-        encoder, decoder: Fields to use instead of :func:`~neuralode_tf.models.transformer_field` and
-            :func:`decoder_field`.
-        num_sets: Independent parameter sets of each default field (weight sharing across depth).
-        mlp_hidden: Hidden width of the default fields' MLPs (default ``4 * dim``).
-        tie_output: Share the output projection with the target embedding.
-        method, steps, step_size, **solve_kwargs: Solve settings of both
-            :class:`~neuralode_tf.ContinuousDepth` stacks. The default, ``lie_trotter`` with one
-            Euler step per unit of time, is the discrete pre-norm transformer.
-
-    The parameter count is ``sum(p.numel() for p in model.parameters())`` (a tied matrix counts once).
+    A subclass defines :meth:`encode` (source tokens to memory) and :meth:`decode` (target prefix
+    and memory to next-token logits); this class turns them into the teacher-forced
+    ``forward``, the sequence log-probability :meth:`score`, :meth:`greedy_decode` and
+    :meth:`beam_search`. The decoder must be causal in the target positions for teacher forcing and
+    decoding to agree. Id :data:`~neuralode_tf.models.text.PAD` (0) is padding and is never
+    generated.
     """
-
-    def __init__(
-        self,
-        src_vocab_size: int,
-        tgt_vocab_size: int | None = None,
-        dim: int = 64,
-        num_heads: int = 4,
-        encoder_depth: int = 2,
-        decoder_depth: int = 2,
-        *,
-        encoder: nn.Module | None = None,
-        decoder: nn.Module | None = None,
-        num_sets: int | None = None,
-        mlp_hidden: int | None = None,
-        tie_output: bool = True,
-        method: str = "lie_trotter",
-        steps: int | None = None,
-        step_size: float | None = None,
-        **solve_kwargs: Any,
-    ):
-        super().__init__()
-        tgt_vocab_size = src_vocab_size if tgt_vocab_size is None else tgt_vocab_size
-        sizes = dict(num_sets=num_sets, mlp_hidden=mlp_hidden)
-        encoder = transformer_field(dim, encoder_depth, num_heads, **sizes) if encoder is None else encoder
-        decoder = decoder_field(dim, num_heads, decoder_depth, **sizes) if decoder is None else decoder
-        solve_kwargs.update(method=method, steps=steps, step_size=step_size)
-        self.src_embed = TokenEmbedding(src_vocab_size, dim)
-        self.tgt_embed = TokenEmbedding(tgt_vocab_size, dim)
-        self.encoder = ContinuousDepth(encoder, t1=encoder_depth, **solve_kwargs)
-        self.decoder = ContinuousDepth(decoder, t1=decoder_depth, **solve_kwargs)
-        self.encoder_norm = nn.LayerNorm(dim)
-        self.decoder_norm = nn.LayerNorm(dim)
-        self.output = nn.Linear(dim, tgt_vocab_size, bias=False)
-        if tie_output:
-            self.output.weight = self.tgt_embed.weight
 
     def encode(self, src: Tensor, src_padding_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """The memory ``(B, S, dim)`` of ``src`` ``(B, S)`` and its padding mask (default ``src == PAD``)."""
-        src_padding_mask = _padding(src, src_padding_mask)
-        x = self.encoder(self.src_embed(src, src_padding_mask), key_padding_mask=src_padding_mask)
-        return self.encoder_norm(x), src_padding_mask
+        raise NotImplementedError
 
     def decode(
         self, tgt_in: Tensor, memory: Tensor, src_padding_mask: Tensor, tgt_padding_mask: Tensor | None = None
     ) -> Tensor:
-        """Next-token logits ``(B, T, tgt_vocab)`` at every position of ``tgt_in`` ``(B, T)``, given the memory."""
-        tgt_padding_mask = _padding(tgt_in, tgt_padding_mask)
-        y = self.decoder(
-            self.tgt_embed(tgt_in, tgt_padding_mask),
-            key_padding_mask=tgt_padding_mask,
-            memory=memory,
-            memory_padding_mask=src_padding_mask,
-        )
-        return self.output(self.decoder_norm(y))
+        """Next-token logits ``(B, T, vocab)`` at every position of ``tgt_in`` ``(B, T)``, given the memory."""
+        raise NotImplementedError
 
     def forward(
         self,
@@ -230,6 +159,108 @@ class Seq2Seq(nn.Module):
     def _next_log_probs(self, seqs: Tensor, memory: Tensor, src_padding_mask: Tensor) -> Tensor:
         """Log-probabilities ``(N, vocab)`` of the token after the prefixes ``seqs`` ``(N, t)``."""
         return _log_probs(self.decode(seqs, memory, src_padding_mask)[:, -1])
+
+
+class Seq2Seq(EncoderDecoder):
+    """Encoder-decoder transformer (Vaswani et al. 2017) with continuous-depth encoder and decoder.
+
+    .. math::
+
+        m = LN\\big(x(D_e)\\big),\\; \\frac{dx}{dt} = f_{enc}(t, x),\\; x(0) = \\mathrm{emb}(src); \\qquad
+        \\mathrm{logits} = LN\\big(y(D_d)\\big)\\, W_{out}^\\top,\\; \\frac{dy}{dt} = f_{dec}(t, y; m),\\;
+        y(0) = \\mathrm{emb}(tgt_{in})
+
+    Embeddings are :class:`~neuralode_tf.models.text.TokenEmbedding` (scaled, with sinusoidal
+    positions); ``W_out`` is the target embedding matrix when ``tie_output`` (Press & Wolf 2017;
+    Vaswani et al. 2017, §3.4), else its own matrix; with ``share_embeddings`` source and target
+    use one table (a shared vocabulary, as Vaswani et al. for WMT En-De). Id
+    :data:`~neuralode_tf.models.text.PAD` (0) is padding and is never generated; ``bos`` and
+    ``eos`` are chosen by the caller. Teacher forcing and decoding come from :class:`EncoderDecoder`.
+
+    The fields are pluggable: ``encoder`` and ``decoder`` take any field on ``[0, encoder_depth]``
+    and ``[0, decoder_depth]``. :class:`~neuralode_tf.ContinuousDepth` calls ``bind`` on every
+    submodule of a field that has one, with ``key_padding_mask`` (the encoder: source padding;
+    the decoder: target padding), and for the decoder also ``memory`` ``(B, S, dim)`` and
+    ``memory_padding_mask`` ``(B, S)``; a decoder field must be causal in the target positions
+    for teacher forcing and decoding to agree.
+
+    Args:
+        src_vocab_size: Source token ids (``PAD`` included).
+        tgt_vocab_size: Target token ids (default: ``src_vocab_size``).
+        dim, num_heads: Width and attention heads of the default fields.
+        encoder_depth, decoder_depth: Depth-time of the encoder and the decoder (blocks of the default fields).
+        encoder, decoder: Fields to use instead of :func:`~neuralode_tf.models.transformer_field` and
+            :func:`decoder_field`.
+        num_sets: Independent parameter sets of each default field (weight sharing across depth).
+        mlp_hidden: Hidden width of the default fields' MLPs (default ``4 * dim``).
+        tie_output: Share the output projection with the target embedding.
+        share_embeddings: One embedding table for source and target (needs equal vocabulary sizes).
+        method, steps, step_size, **solve_kwargs: Solve settings of both
+            :class:`~neuralode_tf.ContinuousDepth` stacks. The default, ``lie_trotter`` with one
+            Euler step per unit of time, is the discrete pre-norm transformer.
+
+    The parameter count is ``sum(p.numel() for p in model.parameters())`` (a tied matrix counts once).
+    """
+
+    def __init__(
+        self,
+        src_vocab_size: int,
+        tgt_vocab_size: int | None = None,
+        dim: int = 64,
+        num_heads: int = 4,
+        encoder_depth: int = 2,
+        decoder_depth: int = 2,
+        *,
+        encoder: nn.Module | None = None,
+        decoder: nn.Module | None = None,
+        num_sets: int | None = None,
+        mlp_hidden: int | None = None,
+        tie_output: bool = True,
+        share_embeddings: bool = False,
+        method: str = "lie_trotter",
+        steps: int | None = None,
+        step_size: float | None = None,
+        **solve_kwargs: Any,
+    ):
+        super().__init__()
+        tgt_vocab_size = src_vocab_size if tgt_vocab_size is None else tgt_vocab_size
+        if share_embeddings and tgt_vocab_size != src_vocab_size:
+            raise ValueError(
+                f"share_embeddings needs one vocabulary, got src_vocab_size={src_vocab_size}, "
+                f"tgt_vocab_size={tgt_vocab_size}"
+            )
+        sizes = dict(num_sets=num_sets, mlp_hidden=mlp_hidden)
+        encoder = transformer_field(dim, encoder_depth, num_heads, **sizes) if encoder is None else encoder
+        decoder = decoder_field(dim, num_heads, decoder_depth, **sizes) if decoder is None else decoder
+        solve_kwargs.update(method=method, steps=steps, step_size=step_size)
+        self.src_embed = TokenEmbedding(src_vocab_size, dim)
+        self.tgt_embed = self.src_embed if share_embeddings else TokenEmbedding(tgt_vocab_size, dim)
+        self.encoder = ContinuousDepth(encoder, t1=encoder_depth, **solve_kwargs)
+        self.decoder = ContinuousDepth(decoder, t1=decoder_depth, **solve_kwargs)
+        self.encoder_norm = nn.LayerNorm(dim)
+        self.decoder_norm = nn.LayerNorm(dim)
+        self.output = nn.Linear(dim, tgt_vocab_size, bias=False)
+        if tie_output:
+            self.output.weight = self.tgt_embed.weight
+
+    def encode(self, src: Tensor, src_padding_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """The memory ``(B, S, dim)`` of ``src`` ``(B, S)`` and its padding mask (default ``src == PAD``)."""
+        src_padding_mask = _padding(src, src_padding_mask)
+        x = self.encoder(self.src_embed(src, src_padding_mask), key_padding_mask=src_padding_mask)
+        return self.encoder_norm(x), src_padding_mask
+
+    def decode(
+        self, tgt_in: Tensor, memory: Tensor, src_padding_mask: Tensor, tgt_padding_mask: Tensor | None = None
+    ) -> Tensor:
+        """Next-token logits ``(B, T, tgt_vocab)`` at every position of ``tgt_in`` ``(B, T)``, given the memory."""
+        tgt_padding_mask = _padding(tgt_in, tgt_padding_mask)
+        y = self.decoder(
+            self.tgt_embed(tgt_in, tgt_padding_mask),
+            key_padding_mask=tgt_padding_mask,
+            memory=memory,
+            memory_padding_mask=src_padding_mask,
+        )
+        return self.output(self.decoder_norm(y))
 
 
 def _padding(tokens: Tensor, padding_mask: Tensor | None) -> Tensor:

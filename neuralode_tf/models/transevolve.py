@@ -1,0 +1,301 @@
+"""TransEvolve models (Dutta et al. 2021, §6): encoder, text classifier and encoder-decoder.
+
+A TransEvolve stack is ``B`` blocks of ``L`` layers. Block ``k`` solves the field of
+:class:`~neuralode_tf.fields.TransEvolveField` (encoder) or
+:class:`~neuralode_tf.fields.TransEvolveDecoderField` (decoder) on depth-time ``[0, L]`` from its
+input ``x⁰_k``, whose attention products it computes once (eqs. 6, 12), and ends with a LayerNorm
+(the official code's ``output_normalization``):
+
+.. math:: x^0_{k+1} = \\mathrm{LN}_k\\big(x_k(L)\\big), \\qquad \\frac{dx_k}{dt} = f_k(t, x_k; x^0_k),
+    \\quad x_k(0) = x^0_k
+
+With the default ``method="lie_trotter"`` and one Euler step per unit of depth-time each block is
+the discrete block of the code (``EncoderBlock`` / ``DecoderBlock``). The paper's variants
+(§7.1) keep ``B L = 6`` layers per encoder and decoder: ``-1`` is one block of depth 6, ``-2`` two
+blocks of depth 3 (:data:`TRANSEVOLVE_VARIANTS`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ..continuous import ContinuousDepth
+from ..fields import TransEvolveDecoderField, TransEvolveField
+from .seq2seq import EncoderDecoder, Seq2Seq, _padding
+from .text import TokenEmbedding, _masked_pool
+
+__all__ = [
+    "TRANSEVOLVE_VARIANTS",
+    "TransEvolveEncoder",
+    "TransEvolveDecoder",
+    "TransEvolveClassifier",
+    "TransEvolveSeq2Seq",
+    "table2_parameter_counts",
+]
+
+TRANSEVOLVE_VARIANTS: dict[str, dict[str, Any]] = {
+    "randomFF-1": dict(num_blocks=1, layers_per_block=6, feed_forward="random"),
+    "randomFF-2": dict(num_blocks=2, layers_per_block=3, feed_forward="random"),
+    "fullFF-1": dict(num_blocks=1, layers_per_block=6, feed_forward="full"),
+    "fullFF-2": dict(num_blocks=2, layers_per_block=3, feed_forward="full"),
+}
+"""The four variants of Table 2 (§7.1): ``num_blocks`` blocks of ``layers_per_block`` layers in the encoder and
+in the decoder, random-rotation (eq. 11) or full (eq. 3) feed-forward. Keyword arguments of the models here."""
+
+
+class _BlockStack(nn.Module):
+    """Blocks ``ContinuousDepth(field, t1=L)``, each followed by its LayerNorm, run from their own inputs."""
+
+    def __init__(self, fields: list[nn.Module], dim: int, layers_per_block: int, solve_kwargs: dict[str, Any]):
+        super().__init__()
+        if not fields:
+            raise ValueError("num_blocks must be at least 1")
+        self.blocks = nn.ModuleList(ContinuousDepth(field, t1=layers_per_block, **solve_kwargs) for field in fields)
+        self.norms = nn.ModuleList(nn.LayerNorm(dim) for _ in fields)
+
+    def _run(self, x: Tensor, **conditioning: Tensor | None) -> Tensor:
+        for block, norm in zip(self.blocks, self.norms):
+            x = norm(block(x, block_input=x, **conditioning))
+        return x
+
+
+class TransEvolveEncoder(_BlockStack):
+    """The TransEvolve encoder: ``num_blocks`` blocks of :class:`~neuralode_tf.fields.TransEvolveField`.
+
+    Block ``k`` maps ``x⁰_k`` to ``LN_k(x_k(L))`` with ``dx/dt = Attn(t, x; x⁰_k) + FF(t, x)`` on
+    ``[0, L]`` (eqs. 6, 9 and 11 or 3); see the module docstring.
+
+    Args:
+        dim, num_heads: Width ``d`` and heads ``H``.
+        num_blocks: ``B``, blocks whose attention products are computed afresh.
+        layers_per_block: ``L``, depth of each block.
+        feed_forward: ``"random"`` (TransEvolve-randomFF) or ``"full"`` (TransEvolve-fullFF).
+        mode: Evaluation mode of the attention (:data:`~neuralode_tf.fields.transevolve.MODES`).
+        hidden_dim: Hidden width of the feed-forward layers (default ``4 d``).
+        causal: Causal self-attention.
+        time_scale: ``s`` of :func:`~neuralode_tf.fields.transevolve.depth_signal`.
+        method, steps, step_size, **solve_kwargs: Solve settings of every block's
+            :class:`~neuralode_tf.ContinuousDepth`; the default is the discrete block.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        num_blocks: int = 2,
+        layers_per_block: int = 3,
+        feed_forward: str = "random",
+        mode: str = "auto",
+        *,
+        hidden_dim: int | None = None,
+        causal: bool = False,
+        time_scale: float = 64.0,
+        method: str = "lie_trotter",
+        steps: int | None = None,
+        step_size: float | None = None,
+        **solve_kwargs: Any,
+    ):
+        settings = dict(feed_forward=feed_forward, hidden_dim=hidden_dim, mode=mode, time_scale=time_scale)
+        fields = [
+            TransEvolveField(dim, num_heads, layers_per_block, causal=causal, **settings) for _ in range(num_blocks)
+        ]
+        super().__init__(
+            fields, dim, layers_per_block, dict(method=method, steps=steps, step_size=step_size, **solve_kwargs)
+        )
+
+    def forward(self, x: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
+        """Encode ``x`` ``(*batch, n, dim)``; ``key_padding_mask`` ``(*batch, n)`` is True at padding."""
+        return self._run(x, key_padding_mask=key_padding_mask)
+
+
+class TransEvolveDecoder(_BlockStack):
+    """The TransEvolve decoder: ``num_blocks`` blocks of :class:`~neuralode_tf.fields.TransEvolveDecoderField`.
+
+    Block ``k`` maps ``y⁰_k`` to ``LN_k(y_k(L))`` with
+    ``dy/dt = SelfAttn(t, y; y⁰_k) + CrossAttn(t; y⁰_k, m) + FF(t, y)`` on ``[0, L]`` (eqs. 12-13),
+    ``m`` the encoder output. Causal in the target positions.
+
+    Args:
+        dim, num_heads, num_blocks, layers_per_block, feed_forward, mode, hidden_dim, time_scale, method, steps,
+            step_size, **solve_kwargs: As in :class:`TransEvolveEncoder`.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        num_blocks: int = 2,
+        layers_per_block: int = 3,
+        feed_forward: str = "random",
+        mode: str = "auto",
+        *,
+        hidden_dim: int | None = None,
+        time_scale: float = 64.0,
+        method: str = "lie_trotter",
+        steps: int | None = None,
+        step_size: float | None = None,
+        **solve_kwargs: Any,
+    ):
+        settings = dict(feed_forward=feed_forward, hidden_dim=hidden_dim, mode=mode, time_scale=time_scale)
+        fields = [TransEvolveDecoderField(dim, num_heads, layers_per_block, **settings) for _ in range(num_blocks)]
+        super().__init__(
+            fields, dim, layers_per_block, dict(method=method, steps=steps, step_size=step_size, **solve_kwargs)
+        )
+
+    def forward(
+        self,
+        y: Tensor,
+        memory: Tensor,
+        key_padding_mask: Tensor | None = None,
+        memory_padding_mask: Tensor | None = None,
+    ) -> Tensor:
+        """Decode ``y`` ``(B, T, dim)`` given the encoder output ``memory`` ``(B, S, dim)``; masks: True at padding."""
+        return self._run(y, key_padding_mask=key_padding_mask, memory=memory, memory_padding_mask=memory_padding_mask)
+
+
+class TransEvolveClassifier(nn.Module):
+    """Encoder-only TransEvolve for sequence classification (§6, "Encoder-only"; the code's ``ClassificationModel``).
+
+    .. math:: \\mathrm{logits} = W\\, \\mathrm{LN}\\big(\\mathrm{mean}_p\\, \\mathrm{Enc}(x)_p\\big) + b,
+        \\qquad x_p = \\sqrt{d}\\, E[\\mathrm{token}_p] + PE_p
+
+    with :class:`TransEvolveEncoder` and :class:`~neuralode_tf.models.TokenEmbedding`. The mean runs
+    over the real tokens, so padding never changes the logits; ``include_padding_in_pool=True``
+    averages over every position as the official code does (``reduce_mean`` over the sequence).
+    The head gives ``num_classes`` logits (the code uses one sigmoid output when ``num_classes <= 2``).
+
+    Args:
+        vocab_size: Number of token ids; id :data:`~neuralode_tf.models.PAD` (0) is padding.
+        num_classes: Number of output classes.
+        dim, num_heads, num_blocks, layers_per_block, feed_forward: As in :class:`TransEvolveEncoder`
+            (the paper's small version: ``dim=256``, 8 heads).
+        include_padding_in_pool: Average padding positions too.
+        **encoder: Further settings of :class:`TransEvolveEncoder` (``mode``, ``hidden_dim``, solve settings).
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_classes: int,
+        dim: int = 64,
+        num_heads: int = 4,
+        num_blocks: int = 2,
+        layers_per_block: int = 3,
+        feed_forward: str = "random",
+        *,
+        include_padding_in_pool: bool = False,
+        **encoder: Any,
+    ):
+        super().__init__()
+        self.include_padding_in_pool = include_padding_in_pool
+        self.embed = TokenEmbedding(vocab_size, dim)
+        self.encoder = TransEvolveEncoder(dim, num_heads, num_blocks, layers_per_block, feed_forward, **encoder)
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, num_classes)
+
+    def forward(self, tokens: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
+        """Logits ``(B, num_classes)`` of ``tokens`` ``(B, L)``; ``key_padding_mask`` defaults to ``tokens == PAD``."""
+        key_padding_mask = _padding(tokens, key_padding_mask)
+        x = self.encoder(self.embed(tokens, key_padding_mask), key_padding_mask=key_padding_mask)
+        pooled = _masked_pool(x, None if self.include_padding_in_pool else key_padding_mask, "mean")
+        return self.head(self.norm(pooled))
+
+
+class TransEvolveSeq2Seq(EncoderDecoder):
+    """The TransEvolve encoder-decoder (§6, "Encoder-decoder"; the code's ``EncoderDecoderModel``).
+
+    .. math::
+
+        m = \\mathrm{Enc}\\big(\\sqrt{d}\\, E[src] + PE\\big), \\qquad
+        \\mathrm{logits} = \\mathrm{Dec}\\big(\\sqrt{d}\\, E[tgt_{in}] + PE;\\; m\\big)\\, E^\\top
+
+    with :class:`TransEvolveEncoder` and :class:`TransEvolveDecoder` (each ends with its last
+    block's LayerNorm, so there is no further final norm) and **one** embedding table ``E`` for
+    source, target and the output softmax (shared vocabulary, tied three ways as in the code; no
+    output bias). Teacher forcing, :meth:`score`, :meth:`greedy_decode` and :meth:`beam_search`
+    come from :class:`~neuralode_tf.models.seq2seq.EncoderDecoder`; the decoder is recomputed for
+    the whole prefix at every step (as the code does: no key/value cache). Id
+    :data:`~neuralode_tf.models.PAD` (0) is padding; ``bos`` and ``eos`` are chosen by the caller.
+
+    Args:
+        vocab_size: Size of the shared vocabulary (``PAD`` included).
+        dim, num_heads: Width and heads (the paper's base version: 512 and 8).
+        num_blocks, layers_per_block, feed_forward: Of the encoder and of the decoder
+            (:data:`TRANSEVOLVE_VARIANTS`).
+        **stack: Further settings of both stacks (``mode``, ``hidden_dim``, ``time_scale``, solve settings).
+
+    The parameter count is ``sum(p.numel() for p in model.parameters())`` (``E`` counts once).
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        dim: int = 64,
+        num_heads: int = 4,
+        num_blocks: int = 2,
+        layers_per_block: int = 3,
+        feed_forward: str = "random",
+        **stack: Any,
+    ):
+        super().__init__()
+        sizes = (dim, num_heads, num_blocks, layers_per_block, feed_forward)
+        self.embed = TokenEmbedding(vocab_size, dim)
+        self.encoder = TransEvolveEncoder(*sizes, **stack)
+        self.decoder = TransEvolveDecoder(*sizes, **stack)
+        self.output = nn.Linear(dim, vocab_size, bias=False)
+        self.output.weight = self.embed.weight
+
+    def encode(self, src: Tensor, src_padding_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """The memory ``(B, S, dim)`` of ``src`` ``(B, S)`` and its padding mask (default ``src == PAD``)."""
+        src_padding_mask = _padding(src, src_padding_mask)
+        return self.encoder(self.embed(src, src_padding_mask), src_padding_mask), src_padding_mask
+
+    def decode(
+        self, tgt_in: Tensor, memory: Tensor, src_padding_mask: Tensor, tgt_padding_mask: Tensor | None = None
+    ) -> Tensor:
+        """Next-token logits ``(B, T, vocab)`` at every position of ``tgt_in`` ``(B, T)``, given the memory."""
+        tgt_padding_mask = _padding(tgt_in, tgt_padding_mask)
+        y = self.decoder(self.embed(tgt_in, tgt_padding_mask), memory, tgt_padding_mask, src_padding_mask)
+        return self.output(y)
+
+
+def table2_parameter_counts(vocab_size: int = 32000) -> dict[str, int]:
+    """Parameter counts of the Table 2 models as built here: ``d = 512``, 8 heads, 6 + 6 layers, one shared
+    vocabulary of ``vocab_size`` tied three ways (source, target, output).
+
+    Keys: the four :data:`TRANSEVOLVE_VARIANTS` and ``"Transformer-base"``, a
+    :class:`~neuralode_tf.models.Seq2Seq` with 6 encoder and 6 decoder layers, MLP width 2048 and
+    ``share_embeddings=True``. The models are built on the ``meta`` device, so nothing is allocated.
+
+    With ``D = 2d`` and ``L`` layers per block, a TransEvolve encoder block has
+    ``2D² + 2d + L (d + d² + 2d + FF)`` parameters (``w_q``, ``w_k``; block LayerNorm; per layer
+    ``coeffs``, ``w_o``, the values' LayerNorm and the feed-forward) and a decoder block
+    ``4D² + 2d + L (2 (d + d² + 2d) + FF)``, with ``FF = 2d + 8d² + 5d`` (full) or ``2d + 5d + 2d``
+    (random: LayerNorm, ``d`` singular values and ``4d`` biases, then ``d`` and ``d``; the code keeps
+    ``3d`` more singular values per layer that it never uses). The embedding adds ``V d``. At
+    ``V = 32000`` this gives about 27.5M, 33.8M, 52.6M and 58.9M against the paper's 27M, 33M, 53M
+    and 59M (notes §1.7: no single ``V`` matches all four; they are approximate).
+
+    The Transformer-base count, 60.5M at ``V = 32000``, differs from Table 2's 65M because the paper
+    quotes that figure from Vaswani et al. (2017, Table 3), whose WMT En-De model has a shared
+    vocabulary of about 37000 BPE tokens: ``5000 × 512 ≈ 2.6M`` more embedding parameters, 63.1M in
+    all (``table2_parameter_counts(37000)``). Vaswani et al. do not say how they counted; the last
+    ~2M are not explained by the architecture (pre-norm here adds only two final LayerNorms).
+    """
+    dim, heads, layers = 512, 8, 6
+    counts = {}
+    with torch.device("meta"):
+        base = Seq2Seq(
+            vocab_size, dim=dim, num_heads=heads, encoder_depth=layers, decoder_depth=layers, share_embeddings=True
+        )
+        counts["Transformer-base"] = _count(base)
+        for name, variant in TRANSEVOLVE_VARIANTS.items():
+            counts[name] = _count(TransEvolveSeq2Seq(vocab_size, dim, heads, **variant))
+    return counts
+
+
+def _count(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())

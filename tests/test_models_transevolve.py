@@ -1,0 +1,233 @@
+"""TransEvolve decoder and models: cross-attention (eqs. 12-13) against the official code's formulas and
+across evaluation modes, the decoder block as Lie-Trotter Euler steps, padding in the classifier, decoding,
+and the parameter counts of Table 2."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from neuralode_tf import ContinuousDepth
+from neuralode_tf.fields import TransEvolveAttention, TransEvolveDecoderField
+from neuralode_tf.models import (
+    PAD,
+    TRANSEVOLVE_VARIANTS,
+    Seq2Seq,
+    TransEvolveClassifier,
+    TransEvolveSeq2Seq,
+    table2_parameter_counts,
+)
+
+B, N, S, D, H, L = 3, 7, 9, 32, 4, 3  # batch, target length, source length, width, heads, depth
+BOS, EOS = 1, 2
+
+
+def max_abs(a: torch.Tensor, b: torch.Tensor) -> float:
+    return (a - b).abs().max().item()
+
+
+def paddings() -> tuple[torch.Tensor, torch.Tensor]:
+    """Target and source padding: right and left padding, and a sample whose source is all padding."""
+    tgt, src = torch.zeros(B, N, dtype=torch.bool), torch.zeros(B, S, dtype=torch.bool)
+    tgt[0, 5:], src[0, 6:] = True, True
+    tgt[1, :2], src[1, :3] = True, True
+    src[2] = True
+    return tgt, src
+
+
+def cross_evaluate(attn: TransEvolveAttention, mode: str, x0, memory, t, tgt_pad, src_pad):
+    """Cross-attention output at ``t`` and the gradients of a fixed random projection of it with respect to
+    the decoder block input, the memory and every parameter (unused ones as zeros)."""
+    attn.mode = mode
+    x0, memory = x0.clone().requires_grad_(), memory.clone().requires_grad_()
+    out = attn(t, x0, attn.prepare(x0, tgt_pad, memory, src_pad))
+    probe = torch.randn(out.shape, generator=torch.Generator().manual_seed(1))
+    inputs = [x0, memory, *attn.parameters()]
+    grads = torch.autograd.grad((out * probe).sum(), inputs, allow_unused=True)
+    return out.detach(), [torch.zeros_like(p) if g is None else g for p, g in zip(inputs, grads)]
+
+
+def code_cross_attention(attn: TransEvolveAttention, x0, enc, layer: int, src_pad):
+    """The official ``Layer1(x, enc)`` + ``Layer2(A_cross, V=enc)`` at integer depth ``layer``, every term
+    of eq. 6 (notes §1.3, §1.4, §1.6), with the source-padding columns masked."""
+    d, heads = attn.dim, attn.num_heads
+    q = torch.einsum("ab,...lb->...la", attn.w_q[:, :d], x0)
+    k = torch.einsum("ab,...lb->...la", attn.w_k[:, :d], enc)
+    q0, k0 = q.unflatten(-1, (heads, -1)), k.unflatten(-1, (heads, -1))
+    a0 = torch.einsum("...shd,...lhd->...hsl", q0, k0) / math.sqrt(q0.shape[-1])
+    time_q = attn.w_q[:, d:].reshape(-1, heads, d // heads)
+    time_k = attn.w_k[:, d:].reshape(-1, heads, d // heads)
+    a2 = torch.einsum("dnt,dnt->nt", time_q, time_k)
+    a1k = torch.einsum("dnt,...ld->...nlt", time_q, k)
+    a1q = torch.einsum("dnt,...ld->...nlt", time_k, q)
+    rate = np.float32(layer) * np.float32(math.pi / 64.0)
+    p = np.arange(d // 2, dtype=np.float32)
+    tee = (torch.from_numpy(np.concatenate([np.sin(rate * p), np.cos(rate * p)])) * attn.coeffs[layer]).reshape(
+        heads, -1
+    )
+    logits = (
+        a0
+        + torch.einsum("...nlt,nt->...nl", a1q, tee)[..., :, None]
+        + torch.einsum("...nlt,nt->...nl", a1k, tee)[..., None, :]
+        + torch.einsum("nt,nt->n", a2, tee * tee)[:, None, None]
+    )
+    probs = (logits - 1e9 * src_pad[:, None, None, :].float()).softmax(-1)
+    h = F.layer_norm(enc, (d,), attn.norm_weight[layer], attn.norm_bias[layer]).unflatten(-1, (heads, -1))
+    return torch.einsum("...nlk,...knd->...lnd", probs, h).flatten(-2) @ attn.w_o[layer]
+
+
+def test_cross_attention_is_the_official_codes_and_ignores_the_current_tokens():
+    attn = TransEvolveAttention(D, H, L, cross_attention=True, mode="fidelity")
+    x0, enc = torch.randn(B, N, D), torch.randn(B, S, D)
+    tgt_pad, src_pad = paddings()
+    src_pad[2] = False  # the code's -1e9 mask and "attend to all" differ only on an all-padding source
+    state = attn.prepare(x0, None, enc, src_pad)
+    for layer in range(L):
+        out = attn(float(layer), x0, state)
+        assert max_abs(out, code_cross_attention(attn, x0, enc, layer, src_pad)) <= 1e-5
+        assert max_abs(attn(float(layer), torch.randn(B, N, D), state), out) == 0.0  # eq. 13: values from enc
+    masked = attn(1.0, x0, attn.prepare(x0, tgt_pad, enc, src_pad))
+    assert masked[tgt_pad].abs().max().item() == 0.0 and max_abs(masked[~tgt_pad], out.new_zeros(1)) > 1e-3
+
+
+@pytest.mark.parametrize("mode", ["factored", "fused", "auto"])
+def test_cross_attention_modes_match_fidelity_in_outputs_and_gradients(mode):
+    attn = TransEvolveAttention(D, H, L, cross_attention=True)
+    x0, memory = torch.randn(B, N, D), torch.randn(B, S, D)
+    tgt_pad, src_pad = paddings()
+    worst = 0.0
+    for t in (0.0, 1.5, 2.0):
+        ref, ref_grads = cross_evaluate(attn, "fidelity", x0, memory, t, tgt_pad, src_pad)
+        out, grads = cross_evaluate(attn, mode, x0, memory, t, tgt_pad, src_pad)
+        worst = max(worst, max_abs(out, ref), *(max_abs(g, r) for g, r in zip(grads, ref_grads)))
+        assert grads[1].abs().max().item() > 1e-3 and grads[0].abs().max().item() > 1e-3  # memory and x0
+    print(f"cross-attention {mode} vs fidelity: max-abs {worst:.2e}")
+    assert worst <= 1e-5
+
+
+@pytest.mark.parametrize("feed_forward", ["random", "full"])
+@pytest.mark.parametrize("mode", ["fidelity", "factored", "fused"])
+def test_decoder_field_lie_trotter_steps_are_the_discrete_decoder_block(feed_forward, mode):
+    field = TransEvolveDecoderField(D, H, L, feed_forward=feed_forward, mode=mode)
+    y0, memory = torch.randn(B, N, D), torch.randn(B, S, D)
+    tgt_pad, src_pad = paddings()
+    conditioning = dict(key_padding_mask=tgt_pad, memory=memory, memory_padding_mask=src_pad)
+    y = ContinuousDepth(field, t1=L, method="lie_trotter")(y0, block_input=y0, **conditioning)
+    ref = y0
+    for layer in range(L):  # the bound states are those of y0
+        ref = ref + field.self_attention(float(layer), ref)
+        ref = ref + field.cross_attention(float(layer), ref)
+        ref = ref + field.feed_forward.layers[layer](torch.tensor(float(layer)), ref)
+    print(f"decoder block {feed_forward}/{mode}: max-abs {max_abs(y, ref):.2e}")
+    assert max_abs(y, ref) <= 1e-6
+    assert field.jump_times == [1.0, 2.0]
+
+
+def test_classifier_padding_changes_logits_only_when_pooled():
+    model = TransEvolveClassifier(20, 3, dim=16, num_heads=2, num_blocks=2, layers_per_block=2).eval()
+    tokens = torch.randint(1, 20, (2, 5))
+    tokens[1, 3:] = PAD
+    longer = torch.cat([tokens, torch.full((2, 3), PAD)], dim=1)
+    garbage = torch.cat([tokens, torch.randint(1, 20, (2, 3))], dim=1)  # ids under the mask are read as PAD
+    garbage_pad = torch.cat([tokens.eq(PAD), torch.ones(2, 3, dtype=torch.bool)], dim=1)
+    with torch.no_grad():
+        logits = model(tokens)
+        assert max_abs(model(longer), logits) <= 1e-5
+        assert max_abs(model(garbage, garbage_pad), logits) <= 1e-5
+        model.include_padding_in_pool = True  # the official code's mean over every position
+        assert max_abs(model(longer), model(tokens)) > 1e-3
+
+
+def _well_formed(tokens: torch.Tensor) -> None:
+    for row in tokens.tolist():
+        end = row.index(EOS) + 1 if EOS in row else len(row)
+        assert PAD not in row[:end] and all(t == PAD for t in row[end:])
+
+
+def test_seq2seq_is_causal_ignores_source_padding_and_ties_one_table():
+    vocab = 11
+    model = TransEvolveSeq2Seq(vocab, dim=16, num_heads=2, num_blocks=2, layers_per_block=2).eval()
+    embeddings = [p for p in model.parameters() if p.shape == (vocab, 16)]
+    assert len(embeddings) == 1 and model.output.weight is model.embed.weight and model.output.bias is None
+    src, tgt_in = torch.randint(3, vocab, (4, 6)), torch.randint(3, vocab, (4, 5))
+    src[0, 4:] = PAD
+    with torch.no_grad():
+        logits = model(src, tgt_in)
+        changed = tgt_in.clone()
+        changed[:, 3:] = torch.randint(3, vocab, (4, 2))
+        # Causal in the target, up to rounding (the factored mode shifts key biases by their maximum over all keys).
+        assert max_abs(model(src, changed)[:, :3], logits[:, :3]) <= 1e-5
+        longer = torch.cat([src, torch.full((4, 2), PAD)], dim=1)
+        assert max_abs(model(longer, tgt_in), logits) <= 1e-5
+
+
+@pytest.mark.parametrize("feed_forward", ["random", "full"])
+def test_seq2seq_greedy_and_beam_decoding(feed_forward):
+    """A model trained briefly on reversal (its outputs depend on the source but are still uncertain)."""
+    model = TransEvolveSeq2Seq(9, dim=16, num_heads=2, num_blocks=2, layers_per_block=2, feed_forward=feed_forward)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(40):
+        src = torch.randint(3, 9, (32, 4))
+        tgt = torch.cat([torch.full((32, 1), BOS), src.flip(1), torch.full((32, 1), EOS)], dim=1)
+        loss = F.cross_entropy(model(src, tgt[:, :-1]).flatten(0, 1), tgt[:, 1:].flatten())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.eval()
+    src = torch.randint(3, 9, (6, 4))
+    with torch.no_grad():
+        greedy = model.greedy_decode(src, max_len=6, bos=BOS, eos=EOS)
+        assert torch.equal(model.beam_search(src, beam_size=1, max_len=6, bos=BOS, eos=EOS), greedy)
+        beam = model.beam_search(src, beam_size=3, max_len=6, bos=BOS, eos=EOS)
+        gain = model.score(src, beam, BOS) - model.score(src, greedy, BOS)
+        penalised = model.beam_search(src, beam_size=3, max_len=6, bos=BOS, eos=EOS, length_penalty=0.6)
+    for tokens in (greedy, beam, penalised):
+        _well_formed(tokens)
+    assert greedy.unique().numel() > 4  # decoding made real choices
+    assert (gain >= -1e-5).all() and (gain > 1e-3).any()
+
+
+def test_seq2seq_share_embeddings():
+    shared = Seq2Seq(11, dim=16, num_heads=2, share_embeddings=True)
+    assert shared.src_embed is shared.tgt_embed and shared.output.weight is shared.tgt_embed.weight
+    count = lambda m: sum(p.numel() for p in m.parameters())
+    assert count(Seq2Seq(11, dim=16, num_heads=2)) - count(shared) == 11 * 16
+    with pytest.raises(ValueError, match="one vocabulary"):
+        Seq2Seq(11, 13, share_embeddings=True)
+
+
+def test_table2_parameter_counts():
+    """Each TransEvolve count is within 1M of Table 2 and equals the official code's formula (notes §1.7),
+    less the ``3d`` unused singular values per random feed-forward layer that the code keeps."""
+    paper = {"randomFF-1": 27e6, "randomFF-2": 33e6, "fullFF-1": 53e6, "fullFF-2": 59e6}
+    counts = table2_parameter_counts(32000)
+    print({name: f"{n / 1e6:.2f}M" for name, n in counts.items()})
+    d, big_d, vocab = 512, 1024, 32000
+    layer2 = d + d * d + 2 * d
+    for name, variant in TRANSEVOLVE_VARIANTS.items():
+        blocks, depth = variant["num_blocks"], variant["layers_per_block"]
+        layer3 = 2 * d + 8 * d * d + 5 * d if variant["feed_forward"] == "full" else 12 * d
+        encoder = blocks * (2 * big_d**2 + 2 * d + depth * (layer2 + layer3))
+        decoder = blocks * (4 * big_d**2 + 2 * d + depth * (2 * layer2 + layer3))
+        unused = 2 * 6 * 3 * d if variant["feed_forward"] == "random" else 0
+        assert counts[name] == encoder + decoder + vocab * d - unused
+        assert abs(counts[name] - paper[name]) <= 1e6
+    assert counts["Transformer-base"] == 60_524_544  # paper: 65M, Vaswani et al.'s 37k vocabulary
+
+
+def test_bad_arguments_raise():
+    attn = TransEvolveAttention(D, H, L, cross_attention=True)
+    with pytest.raises(ValueError, match="memory"):
+        attn.prepare(torch.randn(B, N, D))
+    with pytest.raises(ValueError, match="memory"):
+        TransEvolveAttention(D, H, L).prepare(torch.randn(B, N, D), memory=torch.randn(B, S, D))
+    with pytest.raises(ValueError, match="causal"):
+        TransEvolveAttention(D, H, L, causal=True, cross_attention=True)
+    with pytest.raises(ValueError, match="feed_forward"):
+        TransEvolveDecoderField(D, H, L, feed_forward="dense")
+    with pytest.raises(ValueError, match="num_blocks"):
+        TransEvolveClassifier(20, 3, dim=16, num_heads=2, num_blocks=0)
