@@ -1,0 +1,84 @@
+"""Timing and memory measurement shared by the benchmarks.
+
+**Time.** :func:`median_time` runs ``step()`` (a forward and a backward pass) ``warmup`` times, then
+``repeats`` times, and returns the median wall time. Competitors are timed in the same process,
+interleaved round by round, so a ratio of two medians cancels most of the machine's noise.
+
+**Memory.** On a GPU, the peak of ``torch.cuda.max_memory_allocated`` over one step. On the CPU,
+PyTorch keeps no allocator statistics, so :func:`peak_rss_in_subprocess` runs one step of a case in
+a fresh Python process and reports the growth of its peak resident set size (``ru_maxrss``) over the
+resident size just before the step: the memory the step itself needed, including the allocator's
+caching and fragmentation, plus about a megabyte of noise.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+import torch
+
+__all__ = ["median_time", "race", "peak_rss_in_subprocess", "rss_growth_of", "cuda_peak_of"]
+
+
+def median_time(step: Callable[[], None], repeats: int = 5, warmup: int = 1) -> float:
+    """Median wall time of ``step()`` in seconds, after ``warmup`` untimed calls."""
+    return race({"only": step}, repeats, warmup)["only"]
+
+
+def race(steps: dict[str, Callable[[], None]], repeats: int = 5, warmup: int = 1) -> dict[str, float]:
+    """Median wall time of each step, timed round-robin (one call of each per round)."""
+    for step in steps.values():
+        for _ in range(warmup):
+            step()
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(repeats):
+        for name, step in steps.items():
+            _sync()
+            start = time.perf_counter()
+            step()
+            _sync()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def cuda_peak_of(step: Callable[[], None]) -> int:
+    """Peak CUDA memory (bytes) allocated during one ``step()``, above what was allocated before it."""
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    step()
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - before
+
+
+def rss_growth_of(step: Callable[[], None]) -> int:
+    """Growth of this process's peak resident set size (bytes) during one ``step()``.
+
+    Meaningful only in a fresh process whose peak so far is the current size (see the module docstring).
+    """
+    before = _current_rss()
+    step()
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
+
+
+def peak_rss_in_subprocess(module: str, case: dict) -> int:
+    """Run ``python -m <module> --memory-case '<json>'`` and return the bytes it prints."""
+    command = [sys.executable, "-m", module, "--memory-case", json.dumps(case)]
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    return int(out.strip().splitlines()[-1])
+
+
+def _current_rss() -> int:
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * resource.getpagesize()
+
+
+def _sync() -> None:
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
