@@ -5,16 +5,15 @@
 interleaved round by round, so a ratio of two medians cancels most of the machine's noise.
 
 **Memory.** On a GPU, the peak of ``torch.cuda.max_memory_allocated`` over one step. On the CPU,
-PyTorch keeps no allocator statistics, so :func:`peak_rss_in_subprocess` runs one step of a case in
-a fresh Python process and reports the growth of its peak resident set size (``ru_maxrss``) over the
-resident size just before the step: the memory the step itself needed, including the allocator's
-caching and fragmentation, plus about a megabyte of noise.
+PyTorch keeps no allocator statistics, so :func:`peak_rss_in_subprocess` runs one step of a case
+in a fresh Python process and reports the growth of its peak resident set size (``VmHWM`` in
+``/proc/self/status``, Linux) over the resident size just before the step: the memory the step
+itself needed, including the allocator's caching and fragmentation, plus about a megabyte of noise.
 """
 
 from __future__ import annotations
 
 import json
-import resource
 import statistics
 import subprocess
 import sys
@@ -64,7 +63,7 @@ def rss_growth_of(step: Callable[[], None]) -> int:
     """
     before = _current_rss()
     step()
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
+    return _status_kib("VmHWM") * 1024 - before
 
 
 def peak_rss_in_subprocess(module: str, case: dict) -> int:
@@ -75,8 +74,17 @@ def peak_rss_in_subprocess(module: str, case: dict) -> int:
 
 
 def _current_rss() -> int:
-    with open("/proc/self/statm") as handle:
-        return int(handle.read().split()[1]) * resource.getpagesize()
+    return _status_kib("VmRSS") * 1024
+
+
+def _status_kib(field: str) -> int:
+    """A ``kB`` field of ``/proc/self/status``. ``VmHWM``, the peak resident size, starts afresh at ``exec``,
+    unlike ``getrusage``'s ``ru_maxrss``, which a child inherits from its parent."""
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
 def _sync() -> None:
