@@ -260,3 +260,18 @@ def test_ot_presets_train_on_the_real_datasets_files(tmp_path):
         )
         result = train(config)
         assert result["steps"] == 2 and 0.0 <= result["test_accuracy"] <= 1.0
+
+
+def test_transevolve_listops_preset_builds_the_five_models():
+    from neuralode_tf.models import TextClassifier, TransEvolveClassifier
+    from neuralode_tf.train.presets import PRESETS, VARIANTS
+
+    preset = PRESETS["transevolve_listops"]
+    data = preset.load_data({"num_train": 8, "num_test": 4, "max_length": 32})
+    models = {name: preset.build_model(data, overrides) for name, overrides in VARIANTS["transevolve_listops"].items()}
+    assert isinstance(models["transformer"], TextClassifier)
+    assert all(isinstance(models[name], TransEvolveClassifier) for name in models if name != "transformer")
+    x, mask = data.test.x[:2], data.test.mask[:2]
+    assert all(model(x, mask).shape == (2, 10) for model in models.values())
+    with pytest.raises(ValueError, match="unknown variant 'randomFF-3'"):
+        preset.build_model(data, {"variant": "randomFF-3"})

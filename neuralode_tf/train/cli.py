@@ -22,7 +22,7 @@ from pathlib import Path
 from .compare import compare_variants, markdown_table, step_sweep
 from .config import TrainConfig, apply_overrides, load_config
 from .loop import train
-from .presets import OT_VARIANTS, PRESETS
+from .presets import PRESETS, VARIANTS
 
 __all__ = ["main"]
 
@@ -39,8 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--resume", action="store_true", help="continue from out_dir/checkpoint.pt")
     run.add_argument("--out-dir", help="output folder (default runs/<preset>)")
     run.add_argument("--list", action="store_true", help="list the presets and exit")
-    versus = commands.add_parser("compare", help="train a preset's variants over seeds (OT_VARIANTS)")
-    versus.add_argument("preset", choices=sorted(OT_VARIANTS), help="a preset with variants")
+    versus = commands.add_parser("compare", help="train a preset's model variants over seeds (VARIANTS)")
+    versus.add_argument("preset", choices=sorted(VARIANTS), help="a preset with variants")
     versus.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     versus.add_argument("--variants", nargs="+", help="a subset of the variants (default: all)")
     versus.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for every run")
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     """Train the variants, write ``rows.json`` and ``table.md`` to the output folder, print the table."""
-    variants = OT_VARIANTS[args.preset]
+    variants = VARIANTS[args.preset]
     chosen = {name: variants[name] for name in (args.variants or variants)}
     values = apply_overrides({"model": {}, "data": {}}, args.set)
     out = Path(args.out_dir or f"runs/compare/{args.preset}")

@@ -13,10 +13,19 @@ from typing import Any
 from torch import nn
 
 from ..data import STAND_INS, Splits, load
-from ..models import Seq2Seq, SetTransformer, SignalClassifier, TextClassifier, ViT, vit_preset
+from ..models import (
+    TRANSEVOLVE_VARIANTS,
+    Seq2Seq,
+    SetTransformer,
+    SignalClassifier,
+    TextClassifier,
+    TransEvolveClassifier,
+    ViT,
+    vit_preset,
+)
 from .config import TrainConfig
 
-__all__ = ["Preset", "PRESETS", "OT_VARIANTS"]
+__all__ = ["Preset", "PRESETS", "OT_VARIANTS", "TRANSEVOLVE_LISTOPS_VARIANTS", "VARIANTS"]
 
 
 @dataclass(frozen=True)
@@ -134,6 +143,27 @@ the blocks' inner residuals, as the released code does. Use them as
 """
 
 
+def _listops(data: Splits, variant: str = "randomFF-2", **overrides: Any) -> nn.Module:
+    """ListOps classifiers of Dutta et al.'s comparison: a 6-block pre-norm transformer (``"transformer"``) or a
+    TransEvolve variant of :data:`~neuralode_tf.models.TRANSEVOLVE_VARIANTS` (6 layers in 1 or 2 blocks),
+    d = 64, 4 heads, mean pooling over the real tokens."""
+    size = dict(dim=64, num_heads=4)
+    if variant == "transformer":
+        return TextClassifier(len(data.vocab), data.num_classes, **{**size, "depth": 6, **overrides})
+    if variant not in TRANSEVOLVE_VARIANTS:
+        raise ValueError(
+            f"unknown variant {variant!r}; valid: 'transformer', {', '.join(map(repr, TRANSEVOLVE_VARIANTS))}"
+        )
+    settings = {**size, **TRANSEVOLVE_VARIANTS[variant], **overrides}
+    return TransEvolveClassifier(len(data.vocab), data.num_classes, **settings)
+
+
+TRANSEVOLVE_LISTOPS_VARIANTS: dict[str, dict[str, Any]] = {
+    name: {"variant": name} for name in ("transformer", *TRANSEVOLVE_VARIANTS)
+}
+"""The five models of the ListOps comparison (Transformer and TransEvolve randomFF/fullFF-1/-2), as overrides."""
+
+
 def _preset(description: str, dataset: str, model: Callable[..., nn.Module], name: str, **settings: Any) -> Preset:
     options = settings.pop("data", {})
     return Preset(
@@ -203,6 +233,13 @@ PRESETS: dict[str, Preset] = {
             dict(epochs=10, batch_size=64, lr=2e-3, warmup_steps=50, data=dict(num_train=1600, num_test=400)),
         ),
         (
+            "transevolve_listops",
+            "TransEvolve (randomFF-2: 2 blocks of depth 3, d=64) on generated ListOps, lengths 16-128",
+            "listops",
+            _listops,
+            dict(epochs=20, batch_size=64, lr=1e-3, weight_decay=0.01, warmup_steps=100),
+        ),
+        (
             "seq2seq_reverse",
             "encoder-decoder (d=64, 2+2 blocks) reversing symbol sequences",
             "reverse",
@@ -211,3 +248,7 @@ PRESETS: dict[str, Preset] = {
         ),
     ]
 }
+
+
+VARIANTS: dict[str, dict[str, dict[str, Any]]] = {**OT_VARIANTS, "transevolve_listops": TRANSEVOLVE_LISTOPS_VARIANTS}
+"""Model variants by preset, for ``neuralode-tf compare`` and :func:`~neuralode_tf.train.compare_variants`."""
