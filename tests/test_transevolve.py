@@ -238,3 +238,27 @@ def test_unbound_state_and_bad_arguments_raise():
         TransEvolveField(D, H, L, feed_forward="dense")
     with pytest.raises(ValueError, match="divisible"):
         TransEvolveAttention(30, 4, L)
+
+
+def test_attention_weights_are_the_fidelity_softmax_and_rows_sum_to_one():
+    from neuralode_tf.fields import TransEvolveAttention
+
+    torch.manual_seed(0)
+    attention = TransEvolveAttention(32, 4, 3, mode="fidelity")
+    x0 = torch.randn(2, 12, 32)
+    pad = torch.zeros(2, 12, dtype=torch.bool)
+    pad[1, 9:] = True
+    state = attention.prepare(x0, pad)
+    weights = attention.attention_weights(1.5, state)
+    assert weights.shape == (2, 4, 12, 12)
+    assert (weights.sum(-1) - 1).abs().max().item() <= 1e-6 and weights[1, :, :, 9:].abs().max().item() == 0.0
+    values = torch.randn(2, 4, 12, 8)
+    by_hand = weights @ values
+    from neuralode_tf.fields.transevolve import _fidelity
+
+    _, signal = attention._depth(1.5)
+    assert (by_hand - _fidelity(state, signal, values)).abs().max().item() <= 1e-5
+    with pytest.raises(ValueError, match="mode='fidelity'"):
+        TransEvolveAttention(32, 4, 3, mode="fused").attention_weights(
+            0.0, TransEvolveAttention(32, 4, 3, mode="fused").prepare(x0)
+        )

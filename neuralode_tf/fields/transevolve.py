@@ -341,9 +341,7 @@ class TransEvolveAttention(nn.Module):
                 "TransEvolveAttention has no block state: call bind(block_input=x0, key_padding_mask=...) (plus "
                 "memory=... for cross-attention) before solving, or pass block_input=x to ContinuousDepth's forward"
             )
-        time = _scalar_time(t)
-        layer = min(max(math.floor(time), 0), self.depth - 1)
-        signal = depth_signal(time, self.coeffs[layer], self.num_heads, self.time_scale)
+        layer, signal = self._depth(t)
         source = x if state.memory is None else state.memory
         values = self._split_heads(F.layer_norm(source, (self.dim,), self.norm_weight[layer], self.norm_bias[layer]))
         heads = _APPLY[state.mode](state, signal, values)
@@ -351,6 +349,24 @@ class TransEvolveAttention(nn.Module):
         if state.query_padding_mask is not None:
             out = out.masked_fill(state.query_padding_mask.unsqueeze(-1), 0.0)
         return out
+
+    def attention_weights(self, t: Tensor | float, state: EvolvingAttentionState | None = None) -> Tensor:
+        """The attention matrix at depth ``t``, ``softmax(A0 + 1 b(t)ᵀ + M)``, shaped ``(*batch, H, n, m)``.
+
+        Needs a state from ``mode="fidelity"`` (which keeps ``A0``): ``prepare`` with that mode, or bind one.
+        The query-side and ``T–T`` terms are left out because they cancel in the softmax.
+        """
+        state = self._state if state is None else state
+        if state is None or state.mode != "fidelity":
+            raise ValueError("attention_weights needs a state prepared in mode='fidelity' (it keeps A0)")
+        _, signal = self._depth(t)
+        return _masked(state.scores + _key_bias(state, signal)[..., None, :], state.allowed).softmax(dim=-1)
+
+    def _depth(self, t: Tensor | float) -> tuple[int, Tensor]:
+        """The layer whose parameters act at ``t`` (on ``[l, l + 1)``) and the depth vector ``T(t)``."""
+        time = _scalar_time(t)
+        layer = min(max(math.floor(time), 0), self.depth - 1)
+        return layer, depth_signal(time, self.coeffs[layer], self.num_heads, self.time_scale)
 
     def _time_columns(self, weight: Tensor) -> Tensor:
         # (D, d) time columns -> (D, H, d/H), head h owning columns h d/H .. (h+1) d/H - 1.
