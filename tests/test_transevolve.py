@@ -124,10 +124,14 @@ def test_modes_match_fidelity_in_outputs_and_gradients(mode, masks):
         assert max(g.abs().max().item() for g in grads) > 1e-3  # gradients do reach the inputs
 
 
-def test_auto_picks_factored_for_short_and_fused_for_long_sequences():
+def test_auto_picks_factored_for_short_and_fused_for_long_sequences(monkeypatch):
+    from neuralode_tf.fields import transevolve
+
+    assert transevolve.AUTO_FACTORED_MAX_TOKENS["cpu"] == 4096  # the CPU crossover of benchmarks/transevolve.py
+    monkeypatch.setitem(transevolve.AUTO_FACTORED_MAX_TOKENS, "cpu", 16)
     attn = TransEvolveAttention(D, H, L)
-    assert attn.prepare(torch.randn(1, 256, D)).mode == "factored"
-    assert attn.prepare(torch.randn(1, 257, D)).mode == "fused"
+    assert attn.prepare(torch.randn(1, 16, D)).mode == "factored"
+    assert attn.prepare(torch.randn(1, 17, D)).mode == "fused"
 
 
 @pytest.mark.parametrize("causal", [False, True])
