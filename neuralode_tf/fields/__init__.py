@@ -2,6 +2,7 @@
 
 from ._parts import Autonomous, as_field
 from .composed import BlockIncrementField, ComposedField
+from .evolving import EvolvingAttentionField, EvolvingAttentionStack
 from .kinetic import TRANSPORT_CONVENTIONS, KineticEnergy
 from .parallel import ParallelField
 from .sharing import WeightSharedField
@@ -14,6 +15,8 @@ __all__ = [
     "WeightSharedField",
     "ComposedField",
     "BlockIncrementField",
+    "EvolvingAttentionField",
+    "EvolvingAttentionStack",
     "KineticEnergy",
     "TRANSPORT_CONVENTIONS",
     "Autonomous",

@@ -1,7 +1,8 @@
 """Residual branches: each maps ``x`` to an increment, with no skip connection inside."""
 
 from .attention import AttentionBranch
+from .evolving import EvolvingAttentionBranch
 from .mlp import MLPBranch
 from .timm import timm_block_branches
 
-__all__ = ["AttentionBranch", "MLPBranch", "timm_block_branches"]
+__all__ = ["AttentionBranch", "EvolvingAttentionBranch", "MLPBranch", "timm_block_branches"]
