@@ -50,10 +50,11 @@ AUTO_FACTORED_MAX_TOKENS: dict[str, int] = {"cpu": 4096, "cuda": 256}
 """Longest sequence (queries or keys) for which ``mode="auto"`` picks ``"factored"`` (else ``"fused"``), by device type.
 
 CPU, measured by ``python -m benchmarks.transevolve`` (``benchmarks/results/transevolve_cpu.json``, d = 256,
-8 heads, depth 6, forward + backward): ``factored`` is the faster exact path at every measured length,
-1.13x / 0.80x / 0.70x / 0.64x the standard stack's speed at n = 256 / 1k / 2k / 4k against 0.92x / 0.68x /
-0.62x / 0.57x for ``fused``, but it holds ``n × n`` weights per head (3.1 GB against 0.6 GB at n = 4k,
-batch 1), so beyond the measured range ``auto`` switches to ``fused``, whose memory stays ``O(n)``.
+8 heads, depth 6, forward + backward): ``factored`` is the faster exact path up to 2k tokens and ties at
+4k (1.05-1.13x / 0.79-0.80x / 0.70-0.77x / 0.57-0.64x the standard stack's speed at n = 256 / 1k / 2k / 4k,
+two runs, against 0.92-0.93x / 0.68-0.70x / 0.62-0.66x / 0.57-0.58x for ``fused``), but it holds ``n × n``
+weights per head (3.1 GB against 0.6 GB at n = 4k, batch 1), so beyond the measured range ``auto``
+switches to ``fused``, whose memory stays ``O(n)``.
 CUDA: a placeholder, not yet measured on a GPU. Other devices use the CUDA value."""
 
 
