@@ -89,23 +89,32 @@ class AttentionBranch(nn.Module):
     def forward(self, x: Tensor, context: Tensor | None = None, key_padding_mask: Tensor | None = None) -> Tensor:
         context = self._bound.get("context") if context is None else context
         key_padding_mask = self._bound.get("key_padding_mask") if key_padding_mask is None else key_padding_mask
-        h = self.norm(x)
-        if self.is_cross_attention:
-            if context is None:
-                raise ValueError("this AttentionBranch was built for cross-attention (context_dim=...): pass context=")
-            q = self.q(h)
-            k, v = self.kv(context).chunk(2, dim=-1)
-        else:
-            if context is not None:
-                raise ValueError("this AttentionBranch does self-attention; build it with context_dim= to pass context")
-            q, k, v = self.qkv(h).chunk(3, dim=-1)
-        q, k, v = (self._split_heads(z) for z in (q, k, v))
+        q, k, v = self._project(x, context)
         mask = self._mask(key_padding_mask, q.shape[-2], k.shape[-2], x.device)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=self.causal and mask is None)
         out = self.proj(out.transpose(-3, -2).flatten(-2))
         if key_padding_mask is not None and not self.is_cross_attention:
             out = out.masked_fill(key_padding_mask.unsqueeze(-1), 0.0)
         return out
+
+    def _project(self, x: Tensor, context: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+        """Per-head queries, keys and values of ``LN(x)`` (keys and values from ``context`` for
+        cross-attention), each ``(*batch, H, tokens, d_h)``."""
+        name = type(self).__name__
+        h = self.norm(x)
+        if self.is_cross_attention:
+            if context is None:
+                raise ValueError(f"this {name} was built for cross-attention: pass context= or bind(memory=...)")
+            q = self.q(h)
+            k, v = self.kv(context).chunk(2, dim=-1)
+        else:
+            if context is not None:
+                raise ValueError(
+                    f"this {name} does self-attention; build it with context_dim= (EvolvingAttentionBranch: "
+                    "cross_attention=True) to pass context"
+                )
+            q, k, v = self.qkv(h).chunk(3, dim=-1)
+        return tuple(self._split_heads(z) for z in (q, k, v))
 
     def _split_heads(self, z: Tensor) -> Tensor:
         # (*batch, n, H * d_h) -> (*batch, H, n, d_h)

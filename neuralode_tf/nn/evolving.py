@@ -6,10 +6,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .attention import AttentionBranch
+
 __all__ = ["EvolvingAttentionBranch"]
 
 
-class EvolvingAttentionBranch(nn.Module):
+class EvolvingAttentionBranch(AttentionBranch):
     """Pre-LayerNorm multi-head attention whose logits evolve with depth (Wang et al. 2021, eq. 4).
 
     Given the tokens ``x`` and the logit map ``A^{i-1}`` of the previous block, shape ``(H, n, m)``
@@ -105,28 +107,18 @@ class EvolvingAttentionBranch(nn.Module):
         context_dim: int | None = None,
         bias: bool = True,
     ):
-        super().__init__()
-        if dim % num_heads:
-            raise ValueError(f"num_heads={num_heads} must divide dim={dim}")
+        if context_dim is not None and not cross_attention:
+            raise ValueError("context_dim is for cross-attention: pass cross_attention=True")
+        memory_dim = (dim if context_dim is None else context_dim) if cross_attention else None
+        super().__init__(dim, num_heads, causal=causal, context_dim=memory_dim, bias=bias)
         for name, value in (("alpha", alpha), ("beta", beta)):
             if not (isinstance(value, (int, float)) and 0.0 <= value <= 1.0):
                 raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
         if not (isinstance(kernel_size, int) and kernel_size > 0 and kernel_size % 2 == 1):
             raise ValueError(f"kernel_size must be a positive odd integer, got {kernel_size!r}")
-        if context_dim is not None and not cross_attention:
-            raise ValueError("context_dim is for cross-attention: pass cross_attention=True")
-        self.num_heads = num_heads
         self.alpha = float(alpha)
         self.beta = float(beta)
         self.kernel_size = kernel_size
-        self.causal = causal
-        self.norm = nn.LayerNorm(dim)
-        if cross_attention:
-            self.q = nn.Linear(dim, dim, bias=bias)
-            self.kv = nn.Linear(dim if context_dim is None else context_dim, 2 * dim, bias=bias)
-        else:
-            self.qkv = nn.Linear(dim, 3 * dim, bias=bias)
-        self.proj = nn.Linear(dim, dim, bias=bias)
         self.conv = nn.Conv2d(num_heads, num_heads, kernel_size)
         r, k = (kernel_size - 1) // 2, kernel_size
         kernel_mask = torch.ones(k, k)
@@ -138,11 +130,6 @@ class EvolvingAttentionBranch(nn.Module):
         else:
             self._padding = (r, r, r, r)
         self.register_buffer("kernel_mask", kernel_mask, persistent=False)
-        self._bound: dict[str, Tensor | None] = {}
-
-    @property
-    def is_cross_attention(self) -> bool:
-        return not hasattr(self, "qkv")
 
     def bind(
         self,
@@ -229,20 +216,6 @@ class EvolvingAttentionBranch(nn.Module):
             return context, key_padding_mask, key_padding_mask
         query_padding_mask = self._bound.get("query_padding_mask") if query_padding_mask is None else query_padding_mask
         return context, key_padding_mask, query_padding_mask
-
-    def _project(self, x: Tensor, context: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
-        """Per-head queries, keys and values, each ``(*batch, H, tokens, d_h)``."""
-        h = self.norm(x)
-        if self.is_cross_attention:
-            if context is None:
-                raise ValueError("this EvolvingAttentionBranch does cross-attention: pass context= or bind(memory=...)")
-            q = self.q(h)
-            k, v = self.kv(context).chunk(2, dim=-1)
-        else:
-            if context is not None:
-                raise ValueError("this EvolvingAttentionBranch does self-attention; build it with cross_attention=True")
-            q, k, v = self.qkv(h).chunk(3, dim=-1)
-        return tuple(z.unflatten(-1, (self.num_heads, -1)).transpose(-3, -2) for z in (q, k, v))
 
     @staticmethod
     def _scores(q: Tensor, k: Tensor) -> Tensor:
