@@ -571,7 +571,20 @@ class RandomFeedForward(nn.Module):
         return self.contract(torch.relu(self.expand(self.norm(x), time)), time)
 
 
-class TransEvolveField(SplitField):
+class _TransEvolveBlock(SplitField):
+    """A TransEvolve block as a split field whose last part is the depth-varying feed-forward stack."""
+
+    @property
+    def feed_forward(self) -> WeightSharedField:
+        return self.terms[-1]
+
+    @property
+    def jump_times(self) -> list[float]:
+        """The layer boundaries ``1 .. L-1``, where the parameters change."""
+        return self.feed_forward.jump_times
+
+
+class TransEvolveField(_TransEvolveBlock):
     """One TransEvolve block of ``L`` layers as a field on depth-time ``[0, L]`` (Dutta et al. 2021, §6).
 
     .. math:: \\frac{dx}{dt} = \\mathrm{Attn}(t, x; x^0) + \\mathrm{FF}(t, x)
@@ -617,17 +630,8 @@ class TransEvolveField(SplitField):
     def attention(self) -> TransEvolveAttention:
         return self.terms[0]
 
-    @property
-    def feed_forward(self) -> WeightSharedField:
-        return self.terms[1]
 
-    @property
-    def jump_times(self) -> list[float]:
-        """The layer boundaries ``1 .. L-1``, where the parameters change."""
-        return self.feed_forward.jump_times
-
-
-class TransEvolveDecoderField(SplitField):
+class TransEvolveDecoderField(_TransEvolveBlock):
     """One TransEvolve decoder block of ``L`` layers as a field on depth-time ``[0, L]`` (eqs. 12-13).
 
     .. math:: \\frac{dy}{dt} = \\mathrm{SelfAttn}(t, y; y^0) + \\mathrm{CrossAttn}(t; y^0, m) + \\mathrm{FF}(t, y)
@@ -676,15 +680,6 @@ class TransEvolveDecoderField(SplitField):
     @property
     def cross_attention(self) -> TransEvolveAttention:
         return self.terms[1]
-
-    @property
-    def feed_forward(self) -> WeightSharedField:
-        return self.terms[2]
-
-    @property
-    def jump_times(self) -> list[float]:
-        """The layer boundaries ``1 .. L-1``, where the parameters change."""
-        return self.feed_forward.jump_times
 
 
 def _feed_forward(kind: str, dim: int, hidden_dim: int | None, depth: int) -> WeightSharedField:

@@ -53,6 +53,7 @@ class _BlockStack(nn.Module):
         super().__init__()
         if not fields:
             raise ValueError("num_blocks must be at least 1")
+        solve_kwargs = {"method": "lie_trotter", **solve_kwargs}
         self.blocks = nn.ModuleList(ContinuousDepth(field, t1=layers_per_block, **solve_kwargs) for field in fields)
         self.norms = nn.ModuleList(nn.LayerNorm(dim) for _ in fields)
 
@@ -77,8 +78,8 @@ class TransEvolveEncoder(_BlockStack):
         hidden_dim: Hidden width of the feed-forward layers (default ``4 d``).
         causal: Causal self-attention.
         time_scale: ``s`` of :func:`~neuralode_tf.fields.transevolve.depth_signal`.
-        method, steps, step_size, **solve_kwargs: Solve settings of every block's
-            :class:`~neuralode_tf.ContinuousDepth`; the default is the discrete block.
+        **solve_kwargs: Solve settings of every block's :class:`~neuralode_tf.ContinuousDepth`
+            (``method``, ``steps``, ...); the default, ``lie_trotter`` with unit steps, is the discrete block.
     """
 
     def __init__(
@@ -93,18 +94,13 @@ class TransEvolveEncoder(_BlockStack):
         hidden_dim: int | None = None,
         causal: bool = False,
         time_scale: float = 64.0,
-        method: str = "lie_trotter",
-        steps: int | None = None,
-        step_size: float | None = None,
         **solve_kwargs: Any,
     ):
         settings = dict(feed_forward=feed_forward, hidden_dim=hidden_dim, mode=mode, time_scale=time_scale)
         fields = [
             TransEvolveField(dim, num_heads, layers_per_block, causal=causal, **settings) for _ in range(num_blocks)
         ]
-        super().__init__(
-            fields, dim, layers_per_block, dict(method=method, steps=steps, step_size=step_size, **solve_kwargs)
-        )
+        super().__init__(fields, dim, layers_per_block, solve_kwargs)
 
     def forward(self, x: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
         """Encode ``x`` ``(*batch, n, dim)``; ``key_padding_mask`` ``(*batch, n)`` is True at padding."""
@@ -119,8 +115,8 @@ class TransEvolveDecoder(_BlockStack):
     ``m`` the encoder output. Causal in the target positions.
 
     Args:
-        dim, num_heads, num_blocks, layers_per_block, feed_forward, mode, hidden_dim, time_scale, method, steps,
-            step_size, **solve_kwargs: As in :class:`TransEvolveEncoder`.
+        dim, num_heads, num_blocks, layers_per_block, feed_forward, mode, hidden_dim, time_scale,
+            **solve_kwargs: As in :class:`TransEvolveEncoder`.
     """
 
     def __init__(
@@ -134,16 +130,11 @@ class TransEvolveDecoder(_BlockStack):
         *,
         hidden_dim: int | None = None,
         time_scale: float = 64.0,
-        method: str = "lie_trotter",
-        steps: int | None = None,
-        step_size: float | None = None,
         **solve_kwargs: Any,
     ):
         settings = dict(feed_forward=feed_forward, hidden_dim=hidden_dim, mode=mode, time_scale=time_scale)
         fields = [TransEvolveDecoderField(dim, num_heads, layers_per_block, **settings) for _ in range(num_blocks)]
-        super().__init__(
-            fields, dim, layers_per_block, dict(method=method, steps=steps, step_size=step_size, **solve_kwargs)
-        )
+        super().__init__(fields, dim, layers_per_block, solve_kwargs)
 
     def forward(
         self,
