@@ -180,23 +180,26 @@ assert all(abs(counts[name] / 1e6 - paper[name]) <= 1 for name in paper if name 
 # %% [markdown]
 # The speed table is recorded by `OMP_NUM_THREADS=2 python -m benchmarks.transevolve` (one depth-6
 # TransEvolve block with the full FF against six SDPA blocks, forward + backward, $d = 256$, 8 heads;
-# ratios above 1 mean TransEvolve is faster, memory ratios below 1 that it needs less). On this CPU
-# the targets are **not met**: only `factored` at 256 tokens beats the standard stack, and the fused
-# path stays 20-30% above its memory. The query/key width of the official code's convention,
-# $D/H = 2d/H$, doubles the score computation, which the saved projections do not repay here.
+# ratios above 1 mean TransEvolve is faster, memory ratios below 1 that it needs less). `vs mat.` is
+# the paper's comparison (Table 4), against a standard stack whose attention materialises the
+# $n \times n$ weights; `ceiling` is the standard stack over itself without Q/K/V projections and
+# attention, the most any TransEvolve path could gain. On this CPU `auto` is never slower than the
+# SDPA stack from 1k tokens, but reaches only about 1.1x at 256 tokens (target 1.3x; the ceiling is
+# 1.67x), and the fused path stays about 20% above the standard stack's memory.
 
 # %%
 recorded = json.loads((Path("..") / "benchmarks" / "results" / "transevolve_cpu.json").read_text())
 print(f"targets: {recorded['targets']}")
-print(f"{'n':>5} " + "".join(f"{m:>10} speed {m:>6} mem" for m in ("factored", "fused", "auto")))
+modes = ("factored", "fused", "auto")
+print(f"{'n':>5} " + "".join(f"{m:>10} speed {m:>6} mem" for m in modes) + "  vs mat.  ceiling")
 for row in recorded["rows"]:
-    cells = "".join(
-        f"{row['speedup'][m]:>15.2f}x {row['memory_ratio'][m]:>9.2f}x" for m in ("factored", "fused", "auto")
-    )
-    print(f"{row['n']:>5} {cells}")
+    cells = "".join(f"{row['speedup'][m]:>15.2f}x {row['memory_ratio'][m]:>9.2f}x" for m in modes)
+    print(f"{row['n']:>5} {cells} {row['speedup_vs_materialised']:>7.2f}x {row['ceiling']:>7.2f}x")
 fused_memory = [row["memory_ratio"]["fused"] for row in recorded["rows"]]
 factored_memory = [row["memory_ratio"]["factored"] for row in recorded["rows"]]
 assert fused_memory[-1] < factored_memory[-1]  # fused keeps memory O(n); factored holds n x n per head
+assert all(row["speedup_vs_materialised"] > 1.1 for row in recorded["rows"])  # the paper's 1.1-1.2x holds
+assert all(row["speedup"]["auto"] <= row["ceiling"] for row in recorded["rows"])
 
 # %%
 # NBVAL_IGNORE_OUTPUT

@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from torch import nn
 
 from ..continuous import ContinuousDepth
-from ..fields import ComposedField, KineticEnergy, ParallelField, SplitField, WeightSharedField
-from ..nn import AttentionBranch, MLPBranch
+from ..fields import (
+    ComposedField,
+    EvolvingAttentionField,
+    EvolvingAttentionStack,
+    KineticEnergy,
+    ParallelField,
+    SplitField,
+    WeightSharedField,
+)
+from ..nn import AttentionBranch, EvolvingAttentionBranch, MLPBranch
 from .node import NODETransformer
 
 __all__ = ["FIELDS", "transformer_field", "stack_encoder"]
 
-FIELDS = ("split", "parallel", "composed", "node")
+FIELDS = ("split", "parallel", "composed", "node", "evolving")
 """The readings of a stack of blocks as continuous depth, by name (see :func:`stack_encoder`)."""
 
 _SUMS = {"split": SplitField, "parallel": ParallelField}
@@ -30,6 +38,7 @@ def transformer_field(
     num_sets: int | None = None,
     attention_only: bool = False,
     inner_residuals: bool = True,
+    evolving: Mapping[str, Any] | None = None,
 ) -> nn.Module:
     """The field of a ``depth``-layer pre-norm transformer stack, built from new branches.
 
@@ -48,34 +57,60 @@ def transformer_field(
     * ``field="composed"``: :class:`~neuralode_tf.fields.ComposedField` of the ``depth`` blocks, one
       autonomous field for the whole stack, to integrate over ``[0, T]`` (OT-Transformer, Kan et al.
       2025), with or without ``inner_residuals``.
+    * ``field="evolving"``: ``G`` is an :class:`~neuralode_tf.nn.EvolvingAttentionBranch` (settings
+      ``evolving``, e.g. ``{"alpha": 0.5, "beta": 0.5, "kernel_size": 3}``) and the stack an
+      :class:`~neuralode_tf.fields.EvolvingAttentionStack` on the augmented state ``(x, A)``: one
+      Lie-Trotter Euler step of size 1 per layer is the EA-Transformer (Wang et al. 2021, eq. 4).
 
     Args:
         dim: Token width ``d``.
         depth: Number of layers ``D``: the field lives on ``[0, D]``, one unit of time per layer.
         heads: Attention heads; must divide ``dim``.
         mlp_hidden: Hidden width of the MLP (default ``4 * dim``).
-        field: ``"split"``, ``"parallel"`` or ``"composed"`` (``"node"`` is a chain of fields:
-            :func:`stack_encoder`).
+        field: ``"split"``, ``"parallel"``, ``"composed"`` or ``"evolving"`` (``"node"`` is a chain of
+            fields: :func:`stack_encoder`).
         num_sets: Independent parameter sets ``k`` (default ``depth``: no sharing); must divide ``depth``.
         attention_only: Leave out the MLP branch (``dx/dt = G(x)``, the MNIST ViT of Sander et al. 2022
             and Kan et al. 2025).
         inner_residuals: For ``"composed"``: keep each block's skips (as Kan et al.'s code) or not.
+        evolving: For ``"evolving"``: keyword arguments of the
+            :class:`~neuralode_tf.nn.EvolvingAttentionBranch` es (``alpha``, ``beta``, ``kernel_size``).
     """
-    sets = _transformer_sets(dim, heads, depth, mlp_hidden, num_sets, attention_only)
+    sets = _transformer_sets(
+        dim, heads, depth, mlp_hidden, num_sets, attention_only, _evolving_settings(field, evolving)
+    )
     return _stack_field(sets, depth, field, inner_residuals)
 
 
+def _evolving_settings(field: str | nn.Module, evolving: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The :class:`~neuralode_tf.nn.EvolvingAttentionBranch` settings of a front-end: a dict for
+    ``field="evolving"`` (empty for the branch's defaults), None for any other field, which takes none."""
+    if field == "evolving":
+        return dict(evolving or {})
+    if evolving is not None:
+        raise ValueError(f"evolving= configures field='evolving', not field={field!r}")
+    return None
+
+
 def _transformer_sets(
-    dim: int, heads: int, depth: int, mlp_hidden: int | None, num_sets: int | None, attention_only: bool
+    dim: int,
+    heads: int,
+    depth: int,
+    mlp_hidden: int | None,
+    num_sets: int | None,
+    attention_only: bool,
+    evolving: Mapping[str, Any] | None = None,
 ) -> list[tuple[nn.Module, ...]]:
-    """``num_sets`` (default ``depth``) new sets ``(AttentionBranch, MLPBranch)``, or ``(AttentionBranch,)``."""
+    """``num_sets`` (default ``depth``) new sets ``(AttentionBranch, MLPBranch)``, or ``(AttentionBranch,)``;
+    with ``evolving`` settings the attention is an ``EvolvingAttentionBranch``."""
     num_sets = depth if num_sets is None else num_sets
     if not (isinstance(depth, int) and isinstance(num_sets, int) and 1 <= num_sets <= depth and depth % num_sets == 0):
         raise ValueError(f"num_sets must be a positive divisor of depth={depth!r}, got num_sets={num_sets!r}")
-    return [
-        (AttentionBranch(dim, heads),) if attention_only else (AttentionBranch(dim, heads), MLPBranch(dim, mlp_hidden))
-        for _ in range(num_sets)
-    ]
+
+    def attention() -> nn.Module:
+        return AttentionBranch(dim, heads) if evolving is None else EvolvingAttentionBranch(dim, heads, **evolving)
+
+    return [(attention(),) if attention_only else (attention(), MLPBranch(dim, mlp_hidden)) for _ in range(num_sets)]
 
 
 def stack_encoder(
@@ -101,6 +136,7 @@ def stack_encoder(
     ``"parallel"``  the same sum, one field                       ``depth``        ``euler``, h = 1
     ``"composed"``  ``B_D ∘ ... ∘ B_1(x)``, one field             ``1``            ``euler``, one step
     ``"node"``      ``D`` ODEs ``b_k(u_{k-1})``, one per block    ``1`` each       ``euler``, one step
+    ``"evolving"``  ``(x, A)``: EA blocks, ``dA/dt = L(A, x) - A``  ``depth``        ``lie_trotter``, h = 1
     ==============  ============================================  ===============  =====================
 
     The defaults compute the discrete stack for ``"split"`` and Zhong et al.'s parallel blocks for
@@ -125,6 +161,8 @@ def stack_encoder(
         raise ValueError(f"inner_residuals=False applies to field='composed' only, not to {field!r}")
     if isinstance(field, str) and not sets:
         raise ValueError(f"field={field!r} needs the parameter sets of the blocks")
+    if field == "evolving" and transport_cost is not None:
+        raise ValueError("transport_cost is not supported with field='evolving' (its state carries logit maps)")
     settings = dict(steps=steps, step_size=step_size, **solve_kwargs)
     if field == "node":
         blocks = [sets[i * len(sets) // depth] for i in range(depth)]
@@ -143,8 +181,10 @@ def _stack_field(sets: Sequence[Sequence[nn.Module]], depth: int, field: str, in
     are split or parallel, or a ``ComposedField``."""
     if field == "composed":
         return ComposedField([sets[i * len(sets) // depth] for i in range(depth)], inner_residuals=inner_residuals)
+    if field == "evolving":
+        return EvolvingAttentionStack([EvolvingAttentionField(*branches) for branches in sets], depth)
     if field not in _SUMS:
-        raise ValueError(f"unknown field {field!r}; valid: 'split', 'parallel', 'composed'")
+        raise ValueError(f"unknown field {field!r}; valid: 'split', 'parallel', 'composed', 'evolving'")
     return WeightSharedField([_SUMS[field](*branches) for branches in sets], depth)
 
 

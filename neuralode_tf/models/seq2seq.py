@@ -2,22 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from ..continuous import ContinuousDepth
-from ..fields import SplitField, WeightSharedField
-from ..nn import AttentionBranch, MLPBranch
-from .blocks import transformer_field
+from ..fields import EvolvingAttentionField, EvolvingAttentionStack, SplitField, WeightSharedField
+from ..nn import AttentionBranch, EvolvingAttentionBranch, MLPBranch
+from .blocks import _evolving_settings, transformer_field
 from .text import PAD, TokenEmbedding
 
 __all__ = ["decoder_field", "EncoderDecoder", "Seq2Seq"]
 
 
 def decoder_field(
-    dim: int, num_heads: int, depth: int, *, num_sets: int | None = None, mlp_hidden: int | None = None
+    dim: int,
+    num_heads: int,
+    depth: int,
+    *,
+    num_sets: int | None = None,
+    mlp_hidden: int | None = None,
+    evolving: Mapping[str, Any] | None = None,
 ) -> WeightSharedField:
     """The pre-norm transformer decoder as a field on ``[0, depth]``.
 
@@ -30,16 +37,32 @@ def decoder_field(
     ``lie_trotter`` Euler step per unit of time is the pre-norm decoder stack of Vaswani et al.
     (2017, §3.1): masked self-attention, then encoder-decoder attention, then the MLP, each added
     to ``y``. Every part is causal in the target positions, so any solve of the field is too.
+
+    With ``evolving`` settings (a dict, possibly empty) both attentions are
+    :class:`~neuralode_tf.nn.EvolvingAttentionBranch` es with those settings and ``causal=True``: the
+    decoder convolutions of Wang et al. (2021, §3.5, Fig. 3(b) and 3(c)), which read no later target
+    position, so the field stays causal; and the
+    field an :class:`~neuralode_tf.fields.EvolvingAttentionStack` carrying both logit maps.
     """
-    blocks = [
-        SplitField(
-            AttentionBranch(dim, num_heads, causal=True),
-            AttentionBranch(dim, num_heads, context_dim=dim),
+    if evolving is None:
+        blocks = [
+            SplitField(
+                AttentionBranch(dim, num_heads, causal=True),
+                AttentionBranch(dim, num_heads, context_dim=dim),
+                MLPBranch(dim, mlp_hidden),
+            )
+            for _ in range(num_sets or depth)
+        ]
+        return WeightSharedField(blocks, depth)
+    layers = [
+        EvolvingAttentionField(
+            EvolvingAttentionBranch(dim, num_heads, causal=True, **evolving),
+            EvolvingAttentionBranch(dim, num_heads, causal=True, cross_attention=True, **evolving),
             MLPBranch(dim, mlp_hidden),
         )
         for _ in range(num_sets or depth)
     ]
-    return WeightSharedField(blocks, depth)
+    return EvolvingAttentionStack(layers, depth)
 
 
 class EncoderDecoder(nn.Module):
@@ -193,6 +216,11 @@ class Seq2Seq(EncoderDecoder):
             :func:`decoder_field`.
         num_sets: Independent parameter sets of each default field (weight sharing across depth).
         mlp_hidden: Hidden width of the default fields' MLPs (default ``4 * dim``).
+        field: The default fields' attention: ``"split"`` (vanilla) or ``"evolving"`` (EA-Transformer,
+            Wang et al. 2021: :func:`~neuralode_tf.models.transformer_field` and :func:`decoder_field`
+            with ``evolving`` settings).
+        evolving: For ``field="evolving"``: settings of the
+            :class:`~neuralode_tf.nn.EvolvingAttentionBranch` es (``alpha``, ``beta``, ``kernel_size``).
         tie_output: Share the output projection with the target embedding.
         share_embeddings: One embedding table for source and target (needs equal vocabulary sizes).
         method, steps, step_size, **solve_kwargs: Solve settings of both
@@ -215,6 +243,8 @@ class Seq2Seq(EncoderDecoder):
         decoder: nn.Module | None = None,
         num_sets: int | None = None,
         mlp_hidden: int | None = None,
+        field: str = "split",
+        evolving: Mapping[str, Any] | None = None,
         tie_output: bool = True,
         share_embeddings: bool = False,
         method: str = "lie_trotter",
@@ -229,8 +259,14 @@ class Seq2Seq(EncoderDecoder):
                 f"share_embeddings needs one vocabulary, got src_vocab_size={src_vocab_size}, "
                 f"tgt_vocab_size={tgt_vocab_size}"
             )
-        sizes = dict(num_sets=num_sets, mlp_hidden=mlp_hidden)
-        encoder = transformer_field(dim, encoder_depth, num_heads, **sizes) if encoder is None else encoder
+        if field not in ("split", "evolving"):
+            raise ValueError(
+                f"Seq2Seq builds field='split' or 'evolving', got {field!r}; pass encoder=/decoder= fields"
+            )
+        evolving = _evolving_settings(field, evolving)
+        sizes = dict(num_sets=num_sets, mlp_hidden=mlp_hidden, evolving=evolving)
+        if encoder is None:
+            encoder = transformer_field(dim, encoder_depth, num_heads, field=field, **sizes)
         decoder = decoder_field(dim, num_heads, decoder_depth, **sizes) if decoder is None else decoder
         solve_kwargs.update(method=method, steps=steps, step_size=step_size)
         self.src_embed = TokenEmbedding(src_vocab_size, dim)

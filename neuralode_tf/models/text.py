@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
 
-from .blocks import _transformer_sets, stack_encoder
+from .blocks import _evolving_settings, _transformer_sets, stack_encoder
 
 __all__ = ["PAD", "sinusoidal_positions", "TokenEmbedding", "TextClassifier"]
 
@@ -85,11 +86,13 @@ class TextClassifier(nn.Module):
         num_classes: Number of output classes.
         dim, num_heads, depth: Width, heads and depth-time ``D`` (the number of blocks of the default field).
         field: How the ``depth`` pre-norm blocks become continuous depth: ``"split"`` (default),
-            ``"parallel"``, ``"composed"`` or ``"node"`` (:func:`~neuralode_tf.models.stack_encoder`), or
-            a ready-made field on ``[0, depth]``. Every module with ``bind`` (the
-            :class:`~neuralode_tf.nn.AttentionBranch`\\ es) receives the padding mask.
+            ``"parallel"``, ``"composed"``, ``"node"`` or ``"evolving"``
+            (:func:`~neuralode_tf.models.stack_encoder`), or a ready-made field on ``[0, depth]``. Every
+            module with ``bind`` (the :class:`~neuralode_tf.nn.AttentionBranch`\\ es) receives the padding mask.
         num_sets: Independent parameter sets of the default field (weight sharing, Zhong et al. 2022).
         mlp_hidden: Hidden width of the default field's MLPs (default ``4 * dim``).
+        evolving: For ``field="evolving"`` (Wang et al. 2021): settings of the
+            :class:`~neuralode_tf.nn.EvolvingAttentionBranch` es (``alpha``, ``beta``, ``kernel_size``).
         pooling: ``"mean"`` or ``"max"``.
         dropout: Dropout on the pooled features, before the head (outside the ODE).
         **encoder: Settings of :func:`~neuralode_tf.models.stack_encoder`: ``method``, ``steps``,
@@ -112,18 +115,20 @@ class TextClassifier(nn.Module):
         field: str | nn.Module = "split",
         num_sets: int | None = None,
         mlp_hidden: int | None = None,
+        evolving: Mapping[str, Any] | None = None,
         pooling: Literal["mean", "max"] = "mean",
         dropout: float = 0.0,
         **encoder: Any,
     ):
         super().__init__()
+        evolving = _evolving_settings(field, evolving)
         if pooling not in ("mean", "max"):
             raise ValueError(f"pooling must be 'mean' or 'max', got {pooling!r}")
         self.pooling = pooling
         self.embed = TokenEmbedding(vocab_size, dim)
         sets = None
         if not isinstance(field, nn.Module):
-            sets = _transformer_sets(dim, num_heads, depth, mlp_hidden, num_sets, False)
+            sets = _transformer_sets(dim, num_heads, depth, mlp_hidden, num_sets, False, evolving)
         self.encoder = stack_encoder(field, depth, sets, **encoder)
         self.norm = nn.LayerNorm(dim)
         self.dropout = nn.Dropout(dropout)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from .blocks import _transformer_sets, stack_encoder
+from .blocks import _evolving_settings, _transformer_sets, stack_encoder
 
 __all__ = ["ViT", "VIT_PRESETS", "vit_preset"]
 
@@ -53,10 +54,13 @@ class ViT(nn.Module):
         depth: Number of layers ``D`` (the length of depth-time).
         heads: Attention heads (default ``dim // 64``, at least 1: head width 64 as in ViT and DeiT).
         mlp_ratio: MLP hidden width over ``dim`` (default 4).
-        field: ``"split"``, ``"parallel"``, ``"composed"``, ``"node"`` (see
+        field: ``"split"``, ``"parallel"``, ``"composed"``, ``"node"``, ``"evolving"`` (see
             :func:`~neuralode_tf.models.stack_encoder`) or a field module.
         num_sets: Independent parameter sets (default ``depth``); must divide ``depth``.
         attention_only: Blocks without the MLP branch.
+        evolving: For ``field="evolving"`` (EA-ViT, Wang et al. 2021): settings of the
+            :class:`~neuralode_tf.nn.EvolvingAttentionBranch` es, e.g. ``{"alpha": 0.5, "beta": 0.5,
+            "kernel_size": 3}`` (default: the branch's defaults).
         **encoder: Settings of :func:`~neuralode_tf.models.stack_encoder`: ``method``, ``steps``,
             ``step_size`` and any other argument of :func:`~neuralode_tf.solve` (``adjoint``,
             ``backend``, ``rtol``, ...); ``t1``, the end of depth-time (default ``depth``, or 1 for
@@ -84,9 +88,11 @@ class ViT(nn.Module):
         field: str | nn.Module = "split",
         num_sets: int | None = None,
         attention_only: bool = False,
+        evolving: Mapping[str, Any] | None = None,
         **encoder: Any,
     ):
         super().__init__()
+        evolving = _evolving_settings(field, evolving)
         self.img_size = (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
         if any(side % patch_size for side in self.img_size):
             raise ValueError(f"img_size={self.img_size} must be divisible by patch_size={patch_size}")
@@ -101,7 +107,7 @@ class ViT(nn.Module):
         else:
             mlp_hidden = round((4.0 if mlp_ratio is None else mlp_ratio) * dim)
             heads = max(dim // 64, 1) if heads is None else heads
-            sets = _transformer_sets(dim, heads, depth, mlp_hidden, num_sets, attention_only)
+            sets = _transformer_sets(dim, heads, depth, mlp_hidden, num_sets, attention_only, evolving)
         self.patch_embed = nn.Conv2d(in_chans, dim, kernel_size=patch_size, stride=patch_size)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
         self.pos_embed = nn.Parameter(torch.zeros(1, num_patches + 1, dim))

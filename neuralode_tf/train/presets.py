@@ -25,7 +25,7 @@ from ..models import (
 )
 from .config import TrainConfig
 
-__all__ = ["Preset", "PRESETS", "OT_VARIANTS", "TRANSEVOLVE_LISTOPS_VARIANTS", "VARIANTS"]
+__all__ = ["Preset", "PRESETS", "OT_VARIANTS", "TRANSEVOLVE_LISTOPS_VARIANTS", "EA_VARIANTS", "VARIANTS"]
 
 
 @dataclass(frozen=True)
@@ -164,6 +164,43 @@ TRANSEVOLVE_LISTOPS_VARIANTS: dict[str, dict[str, Any]] = {
 """The five models of the ListOps comparison (Transformer and TransEvolve randomFF/fullFF-1/-2), as overrides."""
 
 
+def _ablations(alpha: float, beta: float) -> dict[str, dict[str, Any]]:
+    """Vanilla attention, evolving attention (``α``, ``β``, 3x3), and the ablations of Wang et al.
+    (2021, Tables 2, 4, 6): no convolution (``β = 0``), no skip (``α = 0``), 1x1 and 5x5 kernels."""
+    ea = dict(alpha=alpha, beta=beta, kernel_size=3)
+    return {
+        "vanilla": dict(field="split", evolving=None),
+        "ea": dict(field="evolving", evolving=ea),
+        "no_convolution": dict(field="evolving", evolving={**ea, "beta": 0.0}),
+        "no_skip": dict(field="evolving", evolving={**ea, "alpha": 0.0}),
+        "kernel_1x1": dict(field="evolving", evolving={**ea, "kernel_size": 1}),
+        "kernel_5x5": dict(field="evolving", evolving={**ea, "kernel_size": 5}),
+    }
+
+
+EA_VARIANTS: dict[str, dict[str, dict[str, Any]]] = {
+    "ea_digits_vit": _ablations(alpha=0.5, beta=1.0),
+    "ea_tweets_text": _ablations(alpha=0.4, beta=0.4),
+}
+"""The models of the evolving-attention ablation (Wang et al. 2021), per preset, as model overrides.
+
+``ea_digits_vit`` uses the paper's image setting ``α = 0.5, β = 1`` (§4.1, ImageNet);
+``ea_tweets_text`` the largest values of its text search grid, ``α = β = 0.4`` (§4.2). Not tuned here.
+"""
+
+
+def _ea_vit(data: Splits, **overrides: Any) -> nn.Module:
+    """The digits ViT of ``deit_tiny_digits`` (patch 2, d = 48, 4 heads) with 4 sequential blocks, EA by default."""
+    model = dict(num_classes=data.num_classes, **EA_VARIANTS["ea_digits_vit"]["ea"])
+    return vit_preset("deit_tiny_digits", **{**model, **overrides})
+
+
+def _ea_text(data: Splits, **overrides: Any) -> nn.Module:
+    """The tweets classifier (d = 64, 4 heads) with 4 blocks, EA by default."""
+    model = dict(dim=64, num_heads=4, depth=4, **EA_VARIANTS["ea_tweets_text"]["ea"])
+    return TextClassifier(len(data.vocab), data.num_classes, **{**model, **overrides})
+
+
 def _preset(description: str, dataset: str, model: Callable[..., nn.Module], name: str, **settings: Any) -> Preset:
     options = settings.pop("data", {})
     return Preset(
@@ -240,6 +277,20 @@ PRESETS: dict[str, Preset] = {
             dict(epochs=20, batch_size=64, lr=1e-3, weight_decay=0.01, warmup_steps=100),
         ),
         (
+            "ea_digits_vit",
+            "Evolving-attention ViT (patch 2, d=48, 4 blocks, α=0.5, β=1, 3x3) on scikit-learn digits",
+            "digits",
+            _ea_vit,
+            dict(epochs=30, batch_size=64, lr=2e-3, weight_decay=0.05, warmup_steps=50),
+        ),
+        (
+            "ea_tweets_text",
+            "Evolving-attention text classifier (d=64, 4 blocks, α=β=0.4, 3x3) on the tweets corpus",
+            "tweets",
+            _ea_text,
+            dict(epochs=2, batch_size=128, lr=1e-3, weight_decay=0.01, warmup_steps=50, data=dict(max_samples=12000)),
+        ),
+        (
             "seq2seq_reverse",
             "encoder-decoder (d=64, 2+2 blocks) reversing symbol sequences",
             "reverse",
@@ -250,5 +301,9 @@ PRESETS: dict[str, Preset] = {
 }
 
 
-VARIANTS: dict[str, dict[str, dict[str, Any]]] = {**OT_VARIANTS, "transevolve_listops": TRANSEVOLVE_LISTOPS_VARIANTS}
+VARIANTS: dict[str, dict[str, dict[str, Any]]] = {
+    **OT_VARIANTS,
+    "transevolve_listops": TRANSEVOLVE_LISTOPS_VARIANTS,
+    **EA_VARIANTS,
+}
 """Model variants by preset, for ``neuralode-tf compare`` and :func:`~neuralode_tf.train.compare_variants`."""

@@ -1,0 +1,105 @@
+"""Evolving attention in the front-ends: ViT, text classifier and Seq2Seq with ``field="evolving"``."""
+
+import pytest
+import torch
+
+from neuralode_tf.models import TextClassifier, ViT, transformer_field
+from neuralode_tf.models.seq2seq import Seq2Seq
+from neuralode_tf.models.text import PAD
+
+torch.manual_seed(0)
+
+
+def max_abs(a, b):
+    return (a - b).abs().max().item()
+
+
+def _copy_vanilla_weights(evolving: torch.nn.Module, vanilla: torch.nn.Module) -> None:
+    """Load the EA model's parameters (all but the convolutions) into the vanilla one, in order."""
+    shared = [p for name, p in evolving.named_parameters() if ".conv." not in name]
+    targets = list(vanilla.parameters())
+    assert [p.shape for p in shared] == [p.shape for p in targets]
+    with torch.no_grad():
+        for target, source in zip(targets, shared):
+            target.copy_(source)
+
+
+def test_vit_with_zero_alpha_beta_is_the_vanilla_vit():
+    ea = ViT(
+        img_size=8,
+        patch_size=4,
+        in_chans=1,
+        num_classes=3,
+        dim=16,
+        depth=3,
+        heads=2,
+        field="evolving",
+        evolving={"alpha": 0.0, "beta": 0.0},
+    ).double()
+    vanilla = ViT(img_size=8, patch_size=4, in_chans=1, num_classes=3, dim=16, depth=3, heads=2).double()
+    _copy_vanilla_weights(ea, vanilla)
+    images = torch.randn(4, 1, 8, 8, dtype=torch.float64)
+    assert max_abs(ea(images), vanilla(images)) <= 1e-12
+
+
+def test_text_classifier_is_the_discrete_ea_transformer_with_padding():
+    model = TextClassifier(
+        50, 3, dim=16, num_heads=2, depth=3, field="evolving", evolving={"alpha": 0.4, "beta": 0.7, "kernel_size": 3}
+    ).double()
+    tokens = torch.randint(1, 50, (3, 9))
+    tokens[0, 6:] = PAD
+    pad = tokens.eq(PAD)
+    x = model.embed(tokens, pad)
+    layers = model.encoder.field.layers
+    for layer in layers:
+        layer.attentions[0].bind(key_padding_mask=pad)
+    logits = layers[0].attentions[0].initial_logits(x)
+    for layer in layers:  # the EA-Transformer written out: eq. 4 logits carried from block to block
+        attention, mlp = layer.attentions[0], layer.terms[1].field
+        increment, logits = attention(x, logits)
+        x = x + increment
+        x = x + mlp(0.0, x)
+    features = model.norm(x).masked_fill(pad[..., None], 0.0).sum(1) / (~pad).sum(1, keepdim=True)
+    assert max_abs(model(tokens), model.head(features)) <= 1e-12
+
+
+def test_text_classifier_padding_does_not_change_real_outputs():
+    model = TextClassifier(50, 3, dim=16, num_heads=2, depth=2, field="evolving")
+    tokens = torch.randint(1, 50, (2, 7))
+    padded = torch.cat([tokens, torch.full((2, 3), PAD)], dim=1)
+    assert max_abs(model(tokens), model(padded)) <= 1e-5
+
+
+def test_seq2seq_evolving_decoder_is_causal():
+    model = Seq2Seq(
+        30,
+        dim=16,
+        num_heads=2,
+        encoder_depth=2,
+        decoder_depth=2,
+        field="evolving",
+        evolving={"alpha": 0.5, "beta": 0.5},
+    )
+    src = torch.randint(3, 30, (2, 6))
+    tgt = torch.randint(3, 30, (2, 8))
+    memory, src_pad = model.encode(src)
+    logits = model.decode(tgt, memory, src_pad)
+    changed = tgt.clone()
+    changed[:, 5:] = torch.randint(3, 30, (2, 3))
+    assert max_abs(model.decode(changed, memory, src_pad)[:, :5], logits[:, :5]) == 0.0
+    assert max_abs(model.decode(changed, memory, src_pad)[:, 5:], logits[:, 5:]) > 1e-3
+    # Incremental decoding then agrees with teacher forcing: the greedy tokens score as their argmax.
+    tokens = model.greedy_decode(src, bos=1, eos=30, max_len=5)  # eos outside the vocabulary: 5 tokens
+    teacher = model.decode(torch.cat([torch.ones_like(tokens[:, :1]), tokens[:, :-1]], 1), memory, src_pad)
+    assert torch.equal(teacher[..., 1:].argmax(-1) + 1, tokens)
+
+
+def test_transformer_field_evolving_and_bad_settings():
+    field = transformer_field(16, 2, 2, field="evolving", evolving={"kernel_size": 5})
+    assert all(layer.attentions[0].conv.kernel_size == (5, 5) for layer in field.layers)
+    with pytest.raises(ValueError, match="evolving= configures field='evolving'"):
+        ViT(img_size=8, patch_size=4, in_chans=1, num_classes=3, dim=16, depth=2, evolving={"alpha": 0.1})
+    with pytest.raises(ValueError, match="transport_cost"):
+        ViT(img_size=8, patch_size=4, in_chans=1, num_classes=3, dim=16, depth=2, field="evolving", transport_cost=0.1)
+    with pytest.raises(ValueError, match="Seq2Seq builds"):
+        Seq2Seq(30, field="parallel")
