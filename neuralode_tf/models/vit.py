@@ -119,14 +119,18 @@ class ViT(nn.Module):
 
     def forward_features(self, images: Tensor) -> Tensor:
         """Tokens ``LN(x(D))``, shaped ``(B, 1 + num_patches, dim)``; the class token comes first."""
+        return self.norm(self.encoder(self.tokens(images)))
+
+    def tokens(self, images: Tensor) -> Tensor:
+        """The encoder's initial condition ``x(0)``: class token and patch embeddings plus positions,
+        ``(B, 1 + num_patches, dim)`` (to solve ``self.encoder.field`` yourself, e.g. with another method)."""
         expected = (self.in_chans, *self.img_size)
         if images.ndim != 4 or tuple(images.shape[1:]) != expected:
             raise ValueError(
                 f"expected images of shape (B, {', '.join(map(str, expected))}), got {tuple(images.shape)}"
             )
         x = self.patch_embed(images).flatten(2).transpose(1, 2)
-        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos_embed
-        return self.norm(self.encoder(x))
+        return torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos_embed
 
     def forward_head(self, x: Tensor, pre_logits: bool = False) -> Tensor:
         """Logits from the class token of ``forward_features``' output (its features with ``pre_logits``)."""

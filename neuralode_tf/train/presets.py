@@ -20,6 +20,7 @@ from ..models import (
     SignalClassifier,
     TextClassifier,
     TransEvolveClassifier,
+    TransEvolveSeq2Seq,
     ViT,
     vit_preset,
 )
@@ -143,6 +144,14 @@ the blocks' inner residuals, as the released code does. Use them as
 """
 
 
+def _transevolve_settings(variant: str) -> dict[str, Any]:
+    if variant not in TRANSEVOLVE_VARIANTS:
+        raise ValueError(
+            f"unknown variant {variant!r}; valid: 'transformer', {', '.join(map(repr, TRANSEVOLVE_VARIANTS))}"
+        )
+    return TRANSEVOLVE_VARIANTS[variant]
+
+
 def _listops(data: Splits, variant: str = "randomFF-2", **overrides: Any) -> nn.Module:
     """ListOps classifiers of Dutta et al.'s comparison: a 6-block pre-norm transformer (``"transformer"``) or a
     TransEvolve variant of :data:`~neuralode_tf.models.TRANSEVOLVE_VARIANTS` (6 layers in 1 or 2 blocks),
@@ -150,18 +159,24 @@ def _listops(data: Splits, variant: str = "randomFF-2", **overrides: Any) -> nn.
     size = dict(dim=64, num_heads=4)
     if variant == "transformer":
         return TextClassifier(len(data.vocab), data.num_classes, **{**size, "depth": 6, **overrides})
-    if variant not in TRANSEVOLVE_VARIANTS:
-        raise ValueError(
-            f"unknown variant {variant!r}; valid: 'transformer', {', '.join(map(repr, TRANSEVOLVE_VARIANTS))}"
-        )
-    settings = {**size, **TRANSEVOLVE_VARIANTS[variant], **overrides}
+    settings = {**size, **_transevolve_settings(variant), **overrides}
     return TransEvolveClassifier(len(data.vocab), data.num_classes, **settings)
+
+
+def _transevolve_seq2seq(data: Splits, variant: str = "randomFF-2", **overrides: Any) -> nn.Module:
+    """Encoder-decoders of Dutta et al.'s translation comparison at toy scale: a 6 + 6-block pre-norm transformer
+    (``"transformer"``) or a TransEvolve variant (6 layers in 1 or 2 blocks per side), d = 64, 4 heads."""
+    size = dict(dim=64, num_heads=4)
+    if variant == "transformer":
+        return Seq2Seq(len(data.vocab), **{**size, "encoder_depth": 6, "decoder_depth": 6, **overrides})
+    return TransEvolveSeq2Seq(len(data.vocab), **{**size, **_transevolve_settings(variant), **overrides})
 
 
 TRANSEVOLVE_LISTOPS_VARIANTS: dict[str, dict[str, Any]] = {
     name: {"variant": name} for name in ("transformer", *TRANSEVOLVE_VARIANTS)
 }
-"""The five models of the ListOps comparison (Transformer and TransEvolve randomFF/fullFF-1/-2), as overrides."""
+"""The five models of the ListOps and sequence-to-sequence comparisons (Transformer and TransEvolve
+randomFF/fullFF-1/-2), as overrides of ``transevolve_listops`` and ``transevolve_reverse``."""
 
 
 def _ablations(alpha: float, beta: float) -> dict[str, dict[str, Any]]:
@@ -291,6 +306,13 @@ PRESETS: dict[str, Preset] = {
             dict(epochs=2, batch_size=128, lr=1e-3, weight_decay=0.01, warmup_steps=50, data=dict(max_samples=12000)),
         ),
         (
+            "transevolve_reverse",
+            "TransEvolve encoder-decoder (randomFF-2: 2 blocks of depth 3 per side, d=64) reversing symbol sequences",
+            "reverse",
+            _transevolve_seq2seq,
+            dict(epochs=20, batch_size=64, lr=1e-3, warmup_steps=50),
+        ),
+        (
             "seq2seq_reverse",
             "encoder-decoder (d=64, 2+2 blocks) reversing symbol sequences",
             "reverse",
@@ -304,6 +326,7 @@ PRESETS: dict[str, Preset] = {
 VARIANTS: dict[str, dict[str, dict[str, Any]]] = {
     **OT_VARIANTS,
     "transevolve_listops": TRANSEVOLVE_LISTOPS_VARIANTS,
+    "transevolve_reverse": TRANSEVOLVE_LISTOPS_VARIANTS,
     **EA_VARIANTS,
 }
 """Model variants by preset, for ``neuralode-tf compare`` and :func:`~neuralode_tf.train.compare_variants`."""
