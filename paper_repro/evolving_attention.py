@@ -59,6 +59,7 @@ print(f"neuralode_tf {neuralode_tf.__version__}, torch {torch.__version__}, FULL
 # matrix products and convolutions counted by PyTorch's `FlopCounterMode` (2 per multiply-add), the
 # output projection left out. EA convolutions in the encoder, 8 heads, 3x3 (§4.3).
 
+
 # %%
 def non_embedding_parameters(model: Seq2Seq) -> int:
     embeddings = {id(p) for module in (model.src_embed, model.tgt_embed, model.output) for p in module.parameters()}
@@ -80,7 +81,12 @@ for name, (dim, hidden) in {"Lite": (160, 160), "Base": (512, 2048)}.items():
     vanilla = Seq2Seq(100, **sizes)
     encoder = transformer_field(dim, 6, 8, mlp_hidden=hidden, field="evolving", evolving={"alpha": 0.1, "beta": 0.1})
     evolving = Seq2Seq(100, **sizes, encoder=encoder)
-    table5[name] = (non_embedding_parameters(vanilla), non_embedding_parameters(evolving), flops(vanilla), flops(evolving))
+    table5[name] = (
+        non_embedding_parameters(vanilla),
+        non_embedding_parameters(evolving),
+        flops(vanilla),
+        flops(evolving),
+    )
 print(f"{'model':<5} {'params: ours':>24} {'paper':>16} {'FLOPs: ours':>24} {'paper':>18}")
 for name, (p0, p1, f0, f1) in table5.items():
     q0, q1, g0, g1 = paper[name]
@@ -88,7 +94,9 @@ for name, (p0, p1, f0, f1) in table5.items():
         f"{name:<5} {p0 / 1e6:>9.3f}M -> {p1 / 1e6:.3f}M {q0 / 1e6:>6.2f}M -> {q1 / 1e6:.2f}M"
         f" {f0 / 1e6:>9.1f}M -> {f1 / 1e6:.1f}M {g0 / 1e6:>7.1f}M -> {g1 / 1e6:.1f}M"
     )
-    print(f"      EA adds {p1 - p0:,} parameters and {100 * (f1 / f0 - 1):.1f}% FLOPs (paper: +{100 * (g1 / g0 - 1):.1f}%)")
+    print(
+        f"      EA adds {p1 - p0:,} parameters and {100 * (f1 / f0 - 1):.1f}% FLOPs (paper: +{100 * (g1 / g0 - 1):.1f}%)"
+    )
     assert p1 - p0 == 6 * (8 * 8 * 9 + 8)  # six encoder convolutions, 8 -> 8 channels, 3x3, with bias
     assert abs(p0 - q0) <= 0.005e6 and abs(p1 - q1) <= 0.006e6  # the paper's counts, to the digits it prints
     assert abs(f0 - g0) / g0 < 0.01  # the vanilla FLOPs to 1%
@@ -126,6 +134,20 @@ for variant, (imagenet, cola) in paper_ablations.items():
         f" {tweets['mean']:>7.1f} ± {tweets['std']:.1f} {cola:>13.1f}"
     )
 assert all(row["runs"] == 3 and row["non_finite"] == 0 for table in recorded.values() for row in table.values())
+digits = {variant: row["mean"] for variant, row in recorded["ea_digits_vit"].items()}
+tweets = {variant: row["mean"] for variant, row in recorded["ea_tweets_text"].items()}
+# Digits follow the paper's ordering: EA above vanilla, each ablation below EA, 5x5 competitive with 3x3.
+assert digits["ea"] > digits["vanilla"]
+assert all(digits[v] < digits["ea"] for v in ("no_convolution", "no_skip", "kernel_1x1"))
+assert digits["kernel_5x5"] >= digits["ea"]
+assert min(digits, key=digits.get) == "no_convolution"  # the convolution matters most (paper: Tables 2, 4)
+spread = recorded["ea_digits_vit"]["ea"]["std"]
+print(f"digits: EA - vanilla = {digits['ea'] - digits['vanilla']:+.1f} points, within one std ({spread:.1f})")
+print(
+    f"disagrees with the paper: on tweets vanilla attention is best ({tweets['vanilla']:.1f}%), every EA "
+    f"variant {min(tweets.values()):.1f}-{max(v for k, v in tweets.items() if k != 'vanilla'):.1f}%"
+)
+assert max(tweets, key=tweets.get) == "vanilla"
 
 # %% [markdown]
 # ## Ablations (reduced): a live run

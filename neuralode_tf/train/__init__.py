@@ -3,7 +3,7 @@
 from .compare import compare_variants, markdown_table, step_sweep, summarize
 from .config import TrainConfig, apply_overrides, load_config
 from .loop import NonFiniteLossError, evaluate, train
-from .presets import EA_VARIANTS, OT_VARIANTS, PRESETS, VARIANTS, Preset
+from .presets import EA_VARIANTS, OT_VARIANTS, PRESETS, TRANSEVOLVE_LISTOPS_VARIANTS, VARIANTS, Preset
 from .tasks import Task, build_task
 
 __all__ = [
@@ -16,6 +16,7 @@ __all__ = [
     "PRESETS",
     "OT_VARIANTS",
     "EA_VARIANTS",
+    "TRANSEVOLVE_LISTOPS_VARIANTS",
     "VARIANTS",
     "compare_variants",
     "summarize",
