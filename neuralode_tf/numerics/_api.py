@@ -73,6 +73,7 @@ def solve(
     max_steps: int = 10_000,
     dt0: float | None = None,
     options: dict[str, Any] | None = None,
+    compile: bool = False,
 ) -> Solution:
     """Integrate ``dy/dt = field(t, y)`` from ``y(t[0]) = y0`` and return ``y`` at every time in ``t``.
 
@@ -102,6 +103,12 @@ def solve(
         max_steps: Most steps an adaptive solve may take, rejected ones included.
         dt0: First step of an adaptive method (default: chosen by the backend).
         options: Extra backend options passed through (torchdiffeq's ``options``).
+        compile: Built-in fixed-grid and splitting methods only: run the whole march over the grid
+            through :func:`torch.compile` (one graph for all steps; backward included). The first
+            call for a field and grid compiles (tens of seconds on a CPU); later calls with the same
+            field, grid and shapes reuse the compiled code. Outputs equal eager ones up to float
+            rounding (kernel fusion reorders sums). Worth it where Python overhead dominates: small
+            widths, many steps (``benchmarks/suite.py``).
 
     Returns:
         A :class:`Solution` with ``ys`` (the state at each time in ``t``, stacked along dim 0),
@@ -119,12 +126,16 @@ def solve(
     backend = resolve_backend(
         field, method, backend, adjoint=adjoint, substep=substep, seminorm=seminorm, per_sample=per_sample
     )
+    if compile and backend != "builtin":
+        raise SolverConfigError(
+            f"compile=True applies to the built-in fixed-grid and splitting methods, not to {method!r} on {backend!r}"
+        )
     step = _step_size(method, backend, times, step_size, steps)
     stats = Stats(backend=backend)
 
-    def run(f: Field, stats: Stats) -> list[State] | State:
+    def run(f: Field, stats: Stats, compiled: bool = False) -> list[State] | State:
         if backend == "builtin":
-            return _solve_builtin(f, y0, times, method, step, substep, adjoint == "checkpoint", stats)
+            return _solve_builtin(f, y0, times, method, step, substep, adjoint == "checkpoint", stats, compiled)
         counting = CountingField(f, stats, max_steps if step is None else None)
         common = dict(method=method, step_size=step, rtol=rtol, atol=atol, adjoint=adjoint == "adjoint", dt0=dt0)
         if backend == "torchdiffeq":
@@ -133,7 +144,7 @@ def solve(
         return _tde.solve_torchode(counting, y0, times, per_sample=per, max_steps=max_steps, **common)
 
     try:
-        ys = run(field, stats)
+        ys = run(field, stats, compile)
     except SolveError as err:
         if isinstance(err, ValueError):
             raise
@@ -155,6 +166,7 @@ def _solve_builtin(
     substep: str | None,
     checkpoint: bool,
     stats: Stats,
+    compiled: bool = False,
 ) -> list[State]:
     scheme = method if method in _fixed.SPLITTING_SCHEMES else None
     tableau = TABLEAUS[substep or "euler"] if scheme else TABLEAUS[method]
@@ -166,7 +178,11 @@ def _solve_builtin(
     stats.nfe_backward = stats.nfe if checkpoint else 0
     first = _fixed.make_step(field, scheme, tableau, check=True)
     rest = _fixed.make_step(field, scheme, tableau, check=False)
-    return _fixed.integrate(first, rest, y0, grid, checkpoint=checkpoint)
+
+    def march(y: State) -> list[State]:
+        return _fixed.integrate(first, rest, y, grid, checkpoint=checkpoint)
+
+    return torch.compile(march)(y0) if compiled else march(y0)
 
 
 # --------------------------------------------------------------------------------------------

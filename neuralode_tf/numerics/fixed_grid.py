@@ -27,7 +27,8 @@ Orders, which researchers often get wrong:
 ``c_i = 1`` sees the left limit ``nextafter(a + h, -inf)``, so a field that is piecewise constant
 in time (weight sharing across depth) uses the piece of the current step at the step's end, as
 torchdiffeq's ``perturb`` option does. Times are 0-dim float64 tensors on the CPU, so reading them
-never synchronises an accelerator. A field gets them as ``t`` and may ignore them.
+never synchronises an accelerator; under ``solve(..., compile=True)`` they are Python floats, constants
+of the compiled graph. A field gets them as ``t`` and may ignore them.
 """
 
 from __future__ import annotations
@@ -50,7 +51,9 @@ Step = Callable[[float, float, State], State]
 SPLITTING_SCHEMES = ("lie_trotter", "strang")
 
 
-def _time(value: float) -> Tensor:
+def _time(value: float) -> Tensor | float:
+    if torch.compiler.is_compiling():
+        return value  # a constant of the compiled graph; a tensor here would break it at every float(t)
     return torch.tensor(value, dtype=torch.float64)
 
 
