@@ -14,6 +14,7 @@ itself needed, including the allocator's caching and fragmentation, plus about a
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -56,20 +57,35 @@ def cuda_peak_of(step: Callable[[], None]) -> int:
     return torch.cuda.max_memory_allocated() - before
 
 
-def rss_growth_of(step: Callable[[], None]) -> int:
+def rss_growth_of(step: Callable[[], None], warmup: bool = False) -> int:
     """Growth of this process's peak resident set size (bytes) during one ``step()``.
 
     Meaningful only in a fresh process whose peak so far is the current size (see the module docstring).
+    With ``warmup``, ``step()`` runs once first, so that libraries it loads on first use (torch's
+    checkpoint initialises the CUDA runtime of a CUDA build, over 100 MB, even without a GPU) are not
+    counted, and the peak is reset (``/proc/self/clear_refs``) before the measured call.
     """
+    if warmup:
+        step()
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")  # reset VmHWM to the current resident size
     before = _current_rss()
     step()
     return _status_kib("VmHWM") * 1024 - before
 
 
-def peak_rss_in_subprocess(module: str, case: dict) -> int:
-    """Run ``python -m <module> --memory-case '<json>'`` and return the bytes it prints."""
+def peak_rss_in_subprocess(module: str, case: dict, release_freed: bool = False) -> int:
+    """Run ``python -m <module> --memory-case '<json>'`` and return the bytes it prints.
+
+    With ``release_freed``, glibc's malloc is told to serve every allocation above 64 KiB with its own
+    ``mmap`` and to return freed memory at once (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``),
+    so the resident size follows the live tensors instead of the allocator's cache.
+    """
     command = [sys.executable, "-m", module, "--memory-case", json.dumps(case)]
-    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    env = dict(os.environ)
+    if release_freed:
+        env.update(MALLOC_MMAP_THRESHOLD_="65536", MALLOC_TRIM_THRESHOLD_="0")
+    out = subprocess.run(command, check=True, capture_output=True, text=True, env=env).stdout
     return int(out.strip().splitlines()[-1])
 
 

@@ -63,6 +63,8 @@ class WeightSharedField(nn.Module):
         return min(max(math.floor(time * k / self.depth), 0), k - 1)
 
     def forward(self, t: Tensor, y: State) -> State:
+        if len(self.layers) == 1:  # one set: no time to read (also under vmap, e.g. torchode's backsolve)
+            return self.layers[0](t, y)
         if not (isinstance(t, Tensor) and t.numel() > 1):
             return self.layers[self.index(t)](t, y)
         # Per-sample times (torchode): each sample takes the output of the set of its own piece.

@@ -175,14 +175,35 @@ def _solve_builtin(
     n_parts = len(field.parts) if scheme else 1  # type: ignore[attr-defined]
     stats.n_accepted = n_steps
     stats.nfe = n_steps * _fixed.nfe_per_step(scheme, tableau, n_parts)
-    stats.nfe_backward = stats.nfe if checkpoint else 0
-    first = _fixed.make_step(field, scheme, tableau, check=True)
-    rest = _fixed.make_step(field, scheme, tableau, check=False)
+    recomputed = _BackwardCounter(field, stats) if checkpoint and not compiled else None
+    first = _fixed.make_step(recomputed or field, scheme, tableau, check=True)
+    rest = _fixed.make_step(recomputed or field, scheme, tableau, check=False)
 
     def march(y: State) -> list[State]:
         return _fixed.integrate(first, rest, y, grid, checkpoint=checkpoint)
 
-    return torch.compile(march)(y0) if compiled else march(y0)
+    out = torch.compile(march)(y0) if compiled else march(y0)
+    if recomputed is not None:
+        recomputed.armed[0] = True  # from here on, evaluations are checkpointing's recomputations
+    return out
+
+
+class _BackwardCounter(torch.nn.Module):
+    """Calls the field (or a part of it); once armed, counts each call into ``stats.nfe_backward``."""
+
+    def __init__(self, field: Field, stats: Stats, armed: list[bool] | None = None):
+        super().__init__()
+        self.field, self.stats = field, stats
+        self.armed = armed if armed is not None else [False]
+
+    def forward(self, t: Tensor, y: State) -> State:
+        if self.armed[0]:
+            self.stats.nfe_backward += 1
+        return self.field(t, y)
+
+    @property
+    def parts(self) -> list[Field]:
+        return [_BackwardCounter(p, self.stats, self.armed) for p in self.field.parts]  # type: ignore[attr-defined]
 
 
 # --------------------------------------------------------------------------------------------

@@ -118,20 +118,39 @@ def integrate(first_step: Step, step: Step, y0: State, grid: list[list[float]], 
     """March over ``grid`` (one list of grid times per requested interval) and return the state at
     the end of every interval, preceded by ``y0``.
 
-    With ``checkpoint=True`` each step runs under :func:`torch.utils.checkpoint.checkpoint`: only
-    the state entering each step is kept for backward, and the step's activations are recomputed.
+    With ``checkpoint=True`` the ``N`` steps are cut into segments of ``s = ceil(sqrt(N))`` steps, each
+    run under :func:`torch.utils.checkpoint.checkpoint`, and inside a segment every step is
+    checkpointed again. Backward keeps the ``N / s`` states entering the segments; it recomputes one
+    segment at a time, keeping its ``s`` step inputs, and then one step at a time with its
+    activations. Memory grows like ``2 sqrt(N)`` states plus one step's activations, and each step
+    runs three times in all (forward, segment recompute, step recompute).
     """
-    out = [y0]
-    y = y0
-    first = True
+    plan: list[tuple[Step, float, float, bool]] = []  # (step function, t, h, ends a requested interval)
     for interval in grid:
-        for t, t_next in zip(interval[:-1], interval[1:]):
-            fn = first_step if first else step
-            first = False
-            h = t_next - t
-            y = _checkpointed(fn, t, h, y) if checkpoint else fn(t, h, y)
-        out.append(y)
+        pairs = list(zip(interval[:-1], interval[1:]))
+        for j, (t, t_next) in enumerate(pairs):
+            plan.append((step if plan else first_step, t, t_next - t, j == len(pairs) - 1))
+    if not checkpoint:
+        return [y0, *_march(plan, y0, checkpoint=False)[1]]
+    leaves = y0 if isinstance(y0, tuple) else (y0,)
+    if leaves[0].device.type == "xla":  # torch_xla's checkpoint takes no nesting: per step only
+        return [y0, *_march(plan, y0, checkpoint=True)[1]]
+    size = math.ceil(math.sqrt(len(plan)))
+    out, y = [y0], y0
+    for start in range(0, len(plan), size):
+        y, ends = _checkpoint(_march, plan[start : start + size], y, True, use_reentrant=False)
+        out.extend(ends)
     return out
+
+
+def _march(plan: list[tuple[Step, float, float, bool]], y: State, checkpoint: bool) -> tuple[State, list[State]]:
+    """Run the steps of ``plan`` from ``y``: the last state and the states ending requested intervals."""
+    ends = []
+    for fn, t, h, ends_interval in plan:
+        y = _checkpointed(fn, t, h, y) if checkpoint else fn(t, h, y)
+        if ends_interval:
+            ends.append(y)
+    return y, ends
 
 
 def _checkpointed(fn: Step, t: float, h: float, y: State) -> State:

@@ -24,9 +24,8 @@ class Stats:
             per-sample solving it is the largest count over the samples.
         n_rejected: Rejected steps (adaptive methods only), counted like ``n_accepted``.
         nfe_backward: Evaluations during the backward pass: the adjoint's backward solve, or the
-            recomputation of each step under checkpointing. Adjoint counts are updated when
-            ``backward()`` runs; the checkpointing count is known in advance (one recomputation
-            of every step).
+            recomputations under checkpointing; both are counted as ``backward()`` runs (not
+            under ``compile=True``).
         backend: The backend that ran the solve.
     """
 

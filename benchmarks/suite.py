@@ -1,0 +1,267 @@
+"""The performance suite: framework overhead, compiled solving, memory against steps, adaptive solving.
+
+Every figure is a ratio of medians of forward + backward passes timed round-robin in one process
+(:mod:`benchmarks.harness`), so it holds on a noisy machine. Peak memory on CPU is the growth of the peak
+resident size (``VmHWM``) of a fresh process per case, over a second, measured step (the first loads
+libraries), with glibc returning freed memory at once so the peak follows live tensors; on GPU it is
+``torch.cuda.max_memory_allocated``.
+
+1. **Overhead**: ``solve`` with the built-in euler and rk4 (6 steps) on a 6-layer parallel field (d = 128,
+   64 tokens, batch 16) against a hand-written loop over the same layers; torchdiffeq and torchode in the
+   same table. Target: built-in ≤ 1.03x the loop.
+2. **Compile**: ``solve(..., compile=True)`` against the eager hand loop at a size where Python dominates
+   (d = 32, 16 tokens, batch 8, 12 Euler steps on a 12-layer field). Target: ≥ 1.5x faster.
+3. **Memory**: peak memory of forward + backward with 64 steps over 8 steps (Euler on ``[0, 6]``, the
+   6-layer field with one shared parameter set), for backprop through the solver, per-step checkpointing
+   and the two adjoints. Target: ≤ 1.2x for checkpointing and the adjoints.
+4. **TransEvolve**: the rows of ``benchmarks/results/transevolve_<device>.json`` (``python -m
+   benchmarks.transevolve``), with their targets.
+5. **Adaptive**: function evaluations and time of dopri5 and tsit5 on a trained ViT's field (the
+   ``vit_digits`` preset, trained for a few epochs here), torchdiffeq against torchode with batch-joint
+   and per-sample step sizes (forward solves, rtol = atol = 1e-4).
+
+Run: ``OMP_NUM_THREADS=2 python -m benchmarks.suite`` (``--quick``: fewer repeats, no adaptive section).
+Writes ``benchmarks/results/suite_<device>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+import torch
+
+from benchmarks.harness import cuda_peak_of, peak_rss_in_subprocess, race, rss_growth_of
+from neuralode_tf import solve
+from neuralode_tf.models import transformer_field
+
+RESULTS = Path(__file__).parent / "results"
+TARGETS = {
+    "overhead": "builtin euler and rk4 <= 1.03x the hand loop",
+    "compile": "solve(compile=True) >= 1.5x faster than the eager hand loop",
+    "memory": "peak(64 steps) / peak(8 steps) <= 1.2x for checkpoint and the adjoints",
+}
+MEMORY_CONFIGS = {
+    "backprop": dict(method="euler", adjoint="backprop"),
+    "checkpoint": dict(method="euler", adjoint="checkpoint"),
+    "torchdiffeq adjoint": dict(method="euler", adjoint="adjoint", backend="torchdiffeq"),
+    "torchode adjoint": dict(method="euler", adjoint="adjoint", backend="torchode"),
+}
+
+
+def _problem(dim: int, tokens: int, batch: int, layers: int, device: torch.device, num_sets: int | None = None):
+    torch.manual_seed(0)
+    field = transformer_field(dim, layers, 4, field="parallel", num_sets=num_sets).to(device)
+    x = torch.randn(batch, tokens, dim, device=device, requires_grad=True)
+    return field, x
+
+
+def _hand_loop(field, x: torch.Tensor, method: str) -> torch.Tensor:
+    """The same layers stepped by hand, one unit step per layer (layer k on [k, k + 1))."""
+    for k, layer in enumerate(field.layers):
+        t = float(k)
+        if method == "euler":
+            x = x + layer(t, x)
+        else:  # classic rk4; the layer is constant on the step
+            k1 = layer(t, x)
+            k2 = layer(t, x + 0.5 * k1)
+            k3 = layer(t, x + 0.5 * k2)
+            k4 = layer(t, x + k3)
+            x = x + (k1 + 2 * k2 + 2 * k3 + k4) / 6
+    return x
+
+
+def _backward(run):
+    def step() -> None:
+        run().square().mean().backward()
+
+    return step
+
+
+def overhead(device: torch.device, repeats: int) -> dict:
+    field, x = _problem(128, 64, 16, 6, device)
+    rows = {}
+    for method in ("euler", "rk4"):
+        steps = {
+            "hand loop": _backward(lambda m=method: _hand_loop(field, x, m)),
+            "builtin": _backward(lambda m=method: solve(field, x, [0.0, 6.0], method=m, steps=6).y1),
+            "torchdiffeq": _backward(
+                lambda m=method: solve(field, x, [0.0, 6.0], method=m, steps=6, backend="torchdiffeq").y1
+            ),
+        }
+        if method == "euler":
+            steps["torchode"] = _backward(
+                lambda: solve(field, x, [0.0, 6.0], method="euler", steps=6, backend="torchode", per_sample=False).y1
+            )
+        times = race(steps, repeats=repeats, warmup=2)
+        rows[method] = {name: times[name] / times["hand loop"] for name in steps if name != "hand loop"}
+        rows[method]["hand loop seconds"] = times["hand loop"]
+    return rows
+
+
+def compiled(device: torch.device, repeats: int) -> dict:
+    field, x = _problem(32, 16, 8, 12, device)
+    settings = dict(method="euler", steps=12, compile=True)
+    start = time.perf_counter()
+    _backward(lambda: solve(field, x, [0.0, 12.0], **settings).y1)()
+    compile_seconds = time.perf_counter() - start
+    eager = _hand_loop(field, x, "euler")
+    gap = (solve(field, x, [0.0, 12.0], **settings).y1 - eager).abs().max().item()
+    steps = {
+        "hand loop": _backward(lambda: _hand_loop(field, x, "euler")),
+        "solve eager": _backward(lambda: solve(field, x, [0.0, 12.0], method="euler", steps=12).y1),
+        "solve compiled": _backward(lambda: solve(field, x, [0.0, 12.0], **settings).y1),
+    }
+    times = race(steps, repeats=repeats, warmup=3)
+    return {
+        "speedup over hand loop": times["hand loop"] / times["solve compiled"],
+        "eager solve / hand loop": times["solve eager"] / times["hand loop"],
+        "max-abs vs eager": gap,
+        "compile seconds": compile_seconds,
+    }
+
+
+def _memory_step(config: str, steps: int, device: torch.device):
+    # One parameter set shared by the 6 layers: torchode's backsolve evaluates the field under vmap,
+    # where a time-dependent choice of layer cannot be made.
+    field, x = _problem(128, 64, 16, 6, device, num_sets=1)
+    return _backward(lambda: solve(field, x, [0.0, 6.0], steps=steps, **MEMORY_CONFIGS[config]).y1)
+
+
+def memory(device: torch.device) -> dict:
+    rows = {}
+    for config in MEMORY_CONFIGS:
+        peaks = {}
+        for steps in (8, 64):
+            if device.type == "cuda":
+                peaks[steps] = cuda_peak_of(_memory_step(config, steps, device))
+            else:
+                case = {"config": config, "steps": steps}
+                peaks[steps] = peak_rss_in_subprocess("benchmarks.suite", case, release_freed=True)
+        rows[config] = {"peak 8": peaks[8], "peak 64": peaks[64], "ratio": peaks[64] / peaks[8]}
+    return rows
+
+
+def adaptive(device: torch.device) -> dict:
+    from neuralode_tf.train import TrainConfig, build_task, train
+
+    out = RESULTS / "_adaptive_model"
+    config = TrainConfig(preset="vit_digits", epochs=5, out_dir=str(out), progress=False, device=device.type)
+    train(config)
+    task = build_task(config)
+    task.model.load_state_dict(torch.load(out / "checkpoint.pt", weights_only=False)["model"])
+    model = task.model.to(device).eval()
+    field = model.encoder.field
+    with torch.no_grad():
+        y0 = model.tokens(task.data.test.x[:64].to(device))
+    rows = {}
+    backends = {
+        "torchdiffeq": dict(backend="torchdiffeq"),
+        "torchode batch-joint": dict(backend="torchode", per_sample=False),
+        "torchode per-sample": dict(backend="torchode", per_sample=True),
+    }
+    for method in ("dopri5", "tsit5"):
+        for name, settings in backends.items():
+            with torch.no_grad():
+                solution = solve(field, y0, [0.0, 4.0], method=method, rtol=1e-4, atol=1e-4, **settings)
+                seconds = race(
+                    {
+                        "run": lambda s=settings, m=method: solve(
+                            field, y0, [0.0, 4.0], method=m, rtol=1e-4, atol=1e-4, **s
+                        )
+                    },
+                    repeats=3,
+                )["run"]
+            rows[f"{method} {name}"] = {
+                "nfe": solution.stats.nfe,
+                "accepted": solution.stats.n_accepted,
+                "rejected": solution.stats.n_rejected,
+                "seconds": seconds,
+            }
+    return rows
+
+
+def _transevolve(device: torch.device) -> list[dict] | None:
+    path = RESULTS / f"transevolve_{device.type}.json"
+    if not path.is_file():
+        return None
+    return [
+        {"n": row["n"], "auto speed": row["speedup"]["auto"], "fused memory": row.get("memory_ratio", {}).get("fused")}
+        for row in json.loads(path.read_text())["rows"]
+    ]
+
+
+def _verdict(ok: bool) -> str:
+    return "met" if ok else "NOT MET"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer repeats; skip the adaptive section")
+    parser.add_argument("--memory-case", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.memory_case:  # one step in this fresh process; print the bytes it needed
+        case = json.loads(args.memory_case)
+        print(rss_growth_of(_memory_step(case["config"], case["steps"], torch.device("cpu")), warmup=True))
+        return
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    repeats = 7 if args.quick else 21
+    results = {
+        "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
+        "threads": torch.get_num_threads(),
+        "targets": TARGETS,
+    }
+
+    results["overhead"] = over = overhead(device, repeats)
+    print("1. overhead: time / time(hand loop), forward + backward, 6 layers, d=128, 64 tokens, batch 16")
+    for method, row in over.items():
+        cells = "  ".join(f"{name} {value:.3f}x" for name, value in row.items() if name != "hand loop seconds")
+        print(f"   {method:<6} {cells}   [{_verdict(row['builtin'] <= 1.03)}: builtin <= 1.03x]")
+
+    results["compile"] = comp = compiled(device, repeats)
+    print("2. compile (d=32, 16 tokens, batch 8, 12 Euler steps):")
+    print(
+        f"   solve(compile=True) {comp['speedup over hand loop']:.2f}x faster than the eager hand loop "
+        f"[{_verdict(comp['speedup over hand loop'] >= 1.5)}: >= 1.5x]; eager solve / hand loop "
+        f"{comp['eager solve / hand loop']:.3f}x; max-abs vs eager {comp['max-abs vs eager']:.1e}; "
+        f"compiled in {comp['compile seconds']:.0f} s"
+    )
+
+    results["memory"] = mem = memory(device)
+    print("3. memory: peak(64 steps) / peak(8 steps), forward + backward")
+    for config, row in mem.items():
+        target = "" if config == "backprop" else f" [{_verdict(row['ratio'] <= 1.2)}: <= 1.2x]"
+        mib = f"{row['peak 8'] / 2**20:.0f} -> {row['peak 64'] / 2**20:.0f} MiB"
+        print(f"   {config:<20} {row['ratio']:.2f}x ({mib}){target}")
+
+    results["transevolve"] = te = _transevolve(device)
+    if te:
+        print("4. TransEvolve auto vs six SDPA blocks (recorded by benchmarks.transevolve):")
+        for row in te:
+            target = 1.3 if row["n"] == 256 else 1.0
+            print(
+                f"   n={row['n']:>5}: {row['auto speed']:.2f}x [{_verdict(row['auto speed'] >= target)}: >= {target}x]"
+            )
+
+    if not args.quick:
+        results["adaptive"] = ada = adaptive(device)
+        print("5. adaptive solves of a trained vit_digits field on [0, 4], 64 images, rtol = atol = 1e-4:")
+        for name, row in ada.items():
+            print(
+                f"   {name:<28} nfe {row['nfe']:>4}  accepted {row['accepted']:>3}  rejected {row['rejected']:>2}"
+                f"  {row['seconds'] * 1e3:8.1f} ms"
+            )
+
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / f"suite_{device.type}.json"
+    out.write_text(
+        json.dumps(results, indent=2, default=lambda v: None if isinstance(v, float) and math.isnan(v) else v)
+    )
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
