@@ -169,3 +169,17 @@ def lint(session: nox.Session) -> None:
     """ruff check (formatting is not enforced)."""
     _install(session, "ruff")
     session.run(_python(session), "-m", "ruff", "check", ".")
+
+
+@nox.session(reuse_venv=True)
+def bench(session: nox.Session) -> None:
+    """The performance suite and the TransEvolve benchmark (``benchmarks/``); writes benchmarks/results/*.json.
+
+    Extra arguments go to the suite, e.g. ``nox -s bench -- --quick``.
+    """
+    _install(session, "-e", ".[dev,vision,data]")
+    python = _python(session)
+    env = {"OMP_NUM_THREADS": "2"}
+    session.run(python, "-m", "benchmarks.suite", *session.posargs, env=env)
+    session.run(python, "-m", "benchmarks.transevolve", *(["--quick"] if "--quick" in session.posargs else []), env=env)
+

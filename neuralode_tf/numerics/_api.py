@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -175,17 +176,35 @@ def _solve_builtin(
     n_parts = len(field.parts) if scheme else 1  # type: ignore[attr-defined]
     stats.n_accepted = n_steps
     stats.nfe = n_steps * _fixed.nfe_per_step(scheme, tableau, n_parts)
-    recomputed = _BackwardCounter(field, stats) if checkpoint and not compiled else None
-    first = _fixed.make_step(recomputed or field, scheme, tableau, check=True)
-    rest = _fixed.make_step(recomputed or field, scheme, tableau, check=False)
+    if compiled:
+        key = (method, substep, tuple(map(tuple, grid)), checkpoint)
+        cache = _COMPILED.setdefault(field, {})
+        if key not in cache:
+            cache[key] = torch.compile(_march(field, scheme, tableau, grid, checkpoint))
+        return cache[key](y0)
+    recomputed = _BackwardCounter(field, stats) if checkpoint else None
+    out = _march(recomputed or field, scheme, tableau, grid, checkpoint)(y0)
+    if recomputed is not None:
+        recomputed.armed[0] = True  # from here on, evaluations are checkpointing's recomputations
+    return out
+
+
+_COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""Compiled marches by field, then by (method, substep, grid, checkpoint): torch.compile guards on the
+identity of the step functions a march closes over, so a march is built once per field and setting and
+reused, instead of being recompiled at every call."""
+
+
+def _march(
+    field: Field, scheme: str | None, tableau: Any, grid: list[list[float]], checkpoint: bool
+) -> Callable[[State], list[State]]:
+    first = _fixed.make_step(field, scheme, tableau, check=True)
+    rest = _fixed.make_step(field, scheme, tableau, check=False)
 
     def march(y: State) -> list[State]:
         return _fixed.integrate(first, rest, y, grid, checkpoint=checkpoint)
 
-    out = torch.compile(march)(y0) if compiled else march(y0)
-    if recomputed is not None:
-        recomputed.armed[0] = True  # from here on, evaluations are checkpointing's recomputations
-    return out
+    return march
 
 
 class _BackwardCounter(torch.nn.Module):
