@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import tempfile
 import time
 from pathlib import Path
 
@@ -148,7 +149,7 @@ def memory(device: torch.device) -> dict:
 def adaptive(device: torch.device) -> dict:
     from neuralode_tf.train import TrainConfig, build_task, train
 
-    out = RESULTS / "_adaptive_model"
+    out = Path(tempfile.mkdtemp(prefix="bench_adaptive_"))
     config = TrainConfig(preset="vit_digits", epochs=5, out_dir=str(out), progress=False, device=device.type)
     train(config)
     task = build_task(config)
