@@ -151,3 +151,20 @@ def test_torchode_backsolve_with_a_float32_state():
         field, x, [0.0, 1.0], method="dopri5", backend="torchode", adjoint="adjoint", rtol=1e-5, atol=1e-5
     ).y1.sum().backward()
     assert x.grad is not None and torch.isfinite(x.grad).all()
+
+
+@pytest.mark.parametrize("per_sample", [False, True])
+def test_torchode_solves_piecewise_between_the_jumps_of_a_weight_shared_field(per_sample):
+    """Layer boundaries are discontinuities: stepping over them costs torchode 30x in accuracy
+    (6e-6 at rtol 1e-8); solving piece by piece, as torchdiffeq's jump_t does, keeps it under 1e-6."""
+    from neuralode_tf.models import transformer_field as stack_field
+
+    torch.manual_seed(0)
+    field = stack_field(16, 4, 2, field="parallel").double()
+    x = torch.randn(3, 5, 16, dtype=torch.float64)
+    reference = solve(field, x, [0.0, 1.5, 4.0], method="rk4", steps=4000).ys
+    solution = solve(
+        field, x, [0.0, 1.5, 4.0], method="dopri5", backend="torchode", per_sample=per_sample, rtol=1e-8, atol=1e-8
+    )
+    assert solution.ys.shape == reference.shape
+    assert (solution.ys - reference).abs().max().item() <= 1e-6

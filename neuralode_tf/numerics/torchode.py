@@ -24,7 +24,7 @@ import torchode as to
 from torch import Tensor, nn
 
 from ._counting import CountingField
-from ._state import State, leaves, rebuild
+from ._state import State, leaves, rebuild, stack
 from .errors import MaxStepsExceededError, SolveError, StepSizeUnderflowError
 from .solution import Stats
 
@@ -70,7 +70,53 @@ def solve_torchode(
     max_steps: int,
     dt0: float | None,
 ) -> State:
-    """Solve with torchode; returns the states at ``t`` stacked along dim 0."""
+    """Solve with torchode; returns the states at ``t`` stacked along dim 0.
+
+    An adaptive solve of a field that declares ``jump_times`` (e.g. a weight-shared stack, whose
+    parameters change at layer boundaries) runs piece by piece between the jumps, so the step-size
+    controller never straddles a discontinuity (torchdiffeq's ``jump_t`` does the same).
+    """
+    settings = dict(
+        method=method, step_size=step_size, rtol=rtol, atol=atol, adjoint=adjoint, per_sample=per_sample, dt0=dt0
+    )
+    jumps = [x for x in getattr(counting.field, "jump_times", ()) if t[0] < x < t[-1]]
+    if not jumps or method in FIXED_GRID:
+        return _solve_piece(counting, y0, t, max_steps=max_steps, **settings)
+    edges = sorted({*jumps, t[-1]})
+    states, y, start = [y0], y0, t[0]
+    for end in edges:
+        inside = [x for x in t if start < x < end]
+        ys = _solve_piece(counting, y, [start, *inside, end], max_steps=max_steps, **settings)
+        pieces = list(_unstack(ys))
+        states.extend(pieces[1 : 1 + len(inside)])
+        y, start = pieces[-1], end
+        if end in t:
+            states.append(y)
+    return stack(states)
+
+
+def _unstack(ys: State):
+    """States along dim 0 of a stacked state, one by one."""
+    if isinstance(ys, tuple):
+        return zip(*(leaf.unbind(0) for leaf in ys))
+    return ys.unbind(0)
+
+
+def _solve_piece(
+    counting: CountingField,
+    y0: State,
+    t: list[float],
+    *,
+    method: str,
+    step_size: float | None,
+    rtol: float,
+    atol: float,
+    adjoint: bool,
+    per_sample: bool,
+    max_steps: int,
+    dt0: float | None,
+) -> State:
+    """One torchode solve over ``t``; returns the states at ``t`` stacked along dim 0."""
     flat = _Flattened(counting, y0, per_sample)
     y_flat = flat.flatten(y0, (leaves(y0)[0].shape[0],) if per_sample else (1,))
     batch = y_flat.shape[0]
@@ -104,9 +150,10 @@ def solve_torchode(
 
 
 def _record_stats(stats: Stats, raw: dict) -> None:
+    """Add one solve's steps (the largest count over the samples) to ``stats``."""
     n_steps, n_accepted = raw["n_steps"], raw["n_accepted"]
-    stats.n_accepted = int(n_accepted.max())
-    stats.n_rejected = int((n_steps - n_accepted).max())
+    stats.n_accepted += int(n_accepted.max())
+    stats.n_rejected += int((n_steps - n_accepted).max())
 
 
 def _raise_on_failure(status: Tensor, counting: CountingField, max_steps: int) -> None:
