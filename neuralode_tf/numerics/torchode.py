@@ -18,6 +18,7 @@ reshapes back before each call of the field, so fields keep seeing their natural
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torchode as to
@@ -77,16 +78,23 @@ def solve_torchode(
     controller never straddles a discontinuity (torchdiffeq's ``jump_t`` does the same).
     """
     settings = dict(
-        method=method, step_size=step_size, rtol=rtol, atol=atol, adjoint=adjoint, per_sample=per_sample, dt0=dt0
+        method=method,
+        step_size=step_size,
+        rtol=rtol,
+        atol=atol,
+        adjoint=adjoint,
+        per_sample=per_sample,
+        max_steps=max_steps,
+        dt0=dt0,
     )
     jumps = [x for x in getattr(counting.field, "jump_times", ()) if t[0] < x < t[-1]]
     if not jumps or method in FIXED_GRID:
-        return _solve_piece(counting, y0, t, max_steps=max_steps, **settings)
+        return _solve_piece(counting, y0, t, settings)
     edges = sorted({*jumps, t[-1]})
     states, y, start = [y0], y0, t[0]
     for end in edges:
         inside = [x for x in t if start < x < end]
-        ys = _solve_piece(counting, y, [start, *inside, end], max_steps=max_steps, **settings)
+        ys = _solve_piece(counting, y, [start, *inside, end], settings)
         pieces = list(_unstack(ys))
         states.extend(pieces[1 : 1 + len(inside)])
         y, start = pieces[-1], end
@@ -102,21 +110,11 @@ def _unstack(ys: State):
     return ys.unbind(0)
 
 
-def _solve_piece(
-    counting: CountingField,
-    y0: State,
-    t: list[float],
-    *,
-    method: str,
-    step_size: float | None,
-    rtol: float,
-    atol: float,
-    adjoint: bool,
-    per_sample: bool,
-    max_steps: int,
-    dt0: float | None,
-) -> State:
-    """One torchode solve over ``t``; returns the states at ``t`` stacked along dim 0."""
+def _solve_piece(counting: CountingField, y0: State, t: list[float], settings: dict[str, Any]) -> State:
+    """One torchode solve over ``t`` with :func:`solve_torchode`'s ``settings``; returns the states at
+    ``t`` stacked along dim 0."""
+    method, per_sample, adjoint = settings["method"], settings["per_sample"], settings["adjoint"]
+    rtol, atol, max_steps, dt0 = settings["rtol"], settings["atol"], settings["max_steps"], settings["dt0"]
     flat = _Flattened(counting, y0, per_sample)
     y_flat = flat.flatten(y0, (leaves(y0)[0].shape[0],) if per_sample else (1,))
     batch = y_flat.shape[0]
@@ -127,7 +125,7 @@ def _solve_piece(
     step_method = METHODS[method](term=term)
     if method in FIXED_GRID:
         controller = to.FixedStepController()
-        dt0 = step_size
+        dt0 = settings["step_size"]
     else:
         controller = to.IntegralController(atol=atol, rtol=rtol, term=term)
     dt = None if dt0 is None else torch.full((batch,), dt0, dtype=y_flat.dtype, device=y_flat.device)
