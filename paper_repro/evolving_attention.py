@@ -43,10 +43,9 @@ RECORDED = Path("..") / "experiments" / "evolving_attention"
 # %%
 # NBVAL_IGNORE_OUTPUT
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
 import neuralode_tf
-from neuralode_tf.models import Seq2Seq, transformer_field
+from neuralode_tf.models import evolving_table5_costs
 from neuralode_tf.train import EA_VARIANTS, compare_variants, summarize
 
 torch.set_num_threads(1)
@@ -61,32 +60,8 @@ print(f"neuralode_tf {neuralode_tf.__version__}, torch {torch.__version__}, FULL
 
 
 # %%
-def non_embedding_parameters(model: Seq2Seq) -> int:
-    embeddings = {id(p) for module in (model.src_embed, model.tgt_embed, model.output) for p in module.parameters()}
-    return sum(p.numel() for p in model.parameters() if id(p) not in embeddings)
-
-
-def flops(model: Seq2Seq, vocab: int = 100, length: int = 30) -> int:
-    src, tgt = torch.randint(3, vocab, (1, length)), torch.randint(3, vocab, (1, length))
-    with FlopCounterMode(display=False) as counter, torch.no_grad():
-        model.decode(tgt, *model.encode(src))
-    return counter.get_total_flops() - 2 * length * model.output.in_features * vocab
-
-
 paper = {"Lite": (2.48e6, 2.49e6, 158.31e6, 163.46e6), "Base": (44.14e6, 44.15e6, 2.68e9, 2.70e9)}
-table5 = {}
-for name, (dim, hidden) in {"Lite": (160, 160), "Base": (512, 2048)}.items():
-    torch.manual_seed(0)
-    sizes = dict(dim=dim, num_heads=8, encoder_depth=6, decoder_depth=6, mlp_hidden=hidden)
-    vanilla = Seq2Seq(100, **sizes)
-    encoder = transformer_field(dim, 6, 8, mlp_hidden=hidden, field="evolving", evolving={"alpha": 0.1, "beta": 0.1})
-    evolving = Seq2Seq(100, **sizes, encoder=encoder)
-    table5[name] = (
-        non_embedding_parameters(vanilla),
-        non_embedding_parameters(evolving),
-        flops(vanilla),
-        flops(evolving),
-    )
+table5 = evolving_table5_costs()
 print(f"{'model':<5} {'params: ours':>24} {'paper':>16} {'FLOPs: ours':>24} {'paper':>18}")
 for name, (p0, p1, f0, f1) in table5.items():
     q0, q1, g0, g1 = paper[name]

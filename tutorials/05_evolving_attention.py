@@ -42,11 +42,10 @@ T_START = time.perf_counter()
 import matplotlib
 import matplotlib.pyplot as plt
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
 import neuralode_tf
 from neuralode_tf import solve
-from neuralode_tf.models import Seq2Seq, transformer_field
+from neuralode_tf.models import evolving_table5_costs
 from neuralode_tf.nn import AttentionBranch, EvolvingAttentionBranch
 from neuralode_tf.train import EA_VARIANTS, TrainConfig, build_task, train
 
@@ -84,33 +83,15 @@ for k in (1, 3, 5):
 # The paper counts parameters without the embeddings and the output softmax, and FLOPs on one pair of
 # 30-token source and target sentences, for Transformer-Lite ($d = 160$, FFN 160) and
 # Transformer-Base ($d = 512$, FFN 2048), 6 + 6 layers, 8 heads, with the convolutions in the encoder
-# (§4.3). We build both with `Seq2Seq`, the EA encoder through
-# `transformer_field(..., field="evolving")`, and count FLOPs with PyTorch's `FlopCounterMode`
+# (§4.3). `evolving_table5_costs()` builds both with `Seq2Seq`, the EA encoder through
+# `transformer_field(..., field="evolving")`, and counts FLOPs with PyTorch's `FlopCounterMode`
 # (matrix products and convolutions, 2 FLOPs per multiply-add), leaving out the output projection.
 
 # %%
-def non_embedding_parameters(model: Seq2Seq) -> int:
-    embeddings = {id(p) for module in (model.src_embed, model.tgt_embed, model.output) for p in module.parameters()}
-    return sum(p.numel() for p in model.parameters() if id(p) not in embeddings)
-
-
-def flops(model: Seq2Seq, vocab: int, length: int = 30) -> int:
-    src, tgt = torch.randint(3, vocab, (1, length)), torch.randint(3, vocab, (1, length))
-    with FlopCounterMode(display=False) as counter, torch.no_grad():
-        model.decode(tgt, *model.encode(src))
-    return counter.get_total_flops() - 2 * length * model.output.in_features * vocab
-
-
+costs = evolving_table5_costs()
 paper = {"Lite": (2.48e6, 2.49e6, 158.31e6, 163.46e6), "Base": (44.14e6, 44.15e6, 2.68e9, 2.70e9)}
 print(f"{'model':<6} {'params ours':>22} {'paper':>14} {'GFLOPs ours':>20} {'paper':>14}")
-for name, (dim, hidden) in {"Lite": (160, 160), "Base": (512, 2048)}.items():
-    torch.manual_seed(0)
-    sizes = dict(dim=dim, num_heads=8, encoder_depth=6, decoder_depth=6, mlp_hidden=hidden)
-    plain = Seq2Seq(100, **sizes)
-    evolving = transformer_field(dim, 6, 8, mlp_hidden=hidden, field="evolving", evolving={"alpha": 0.1, "beta": 0.1})
-    ea = Seq2Seq(100, **sizes, encoder=evolving)
-    p0, p1 = non_embedding_parameters(plain), non_embedding_parameters(ea)
-    f0, f1 = flops(plain, 100), flops(ea, 100)
+for name, (p0, p1, f0, f1) in costs.items():
     p_paper0, p_paper1, f_paper0, f_paper1 = paper[name]
     print(
         f"{name:<6} {p0 / 1e6:>8.3f}M -> {p1 / 1e6:.3f}M {p_paper0 / 1e6:>6.2f} -> {p_paper1 / 1e6:.2f}M"
@@ -169,6 +150,7 @@ assert min(accuracy.values()) > 0.8
 # every block, so $\mathrm{softmax}(A^i)$ is block $i$'s attention. Below, the class token's
 # attention to the 16 patches (mean over heads), drawn on the 4x4 patch grid, for one test image.
 
+
 # %%
 def block_attention(model, images):
     """softmax(A^i) after each block i, shape (blocks, B, H, n, n)."""
@@ -202,9 +184,7 @@ plt.show()
 # images (lower is sharper; uniform attention over 17 tokens has entropy $\ln 17 \approx 2.83$).
 
 # %%
-entropy = {
-    name: -(weights * weights.clamp_min(1e-12).log()).sum(-1).mean((1, 2, 3)) for name, weights in maps.items()
-}
+entropy = {name: -(weights * weights.clamp_min(1e-12).log()).sum(-1).mean((1, 2, 3)) for name, weights in maps.items()}
 for name, values in entropy.items():
     print(f"{name:>8}: row entropy by block {[round(v, 2) for v in values.tolist()]}, mean {values.mean():.2f}")
 assert entropy["evolving"].mean() < entropy["vanilla"].mean()

@@ -10,7 +10,7 @@ count is ``sum(p.numel() for p in model.parameters())``.
 
 from .blocks import FIELDS, stack_encoder, transformer_field
 from .node import NODETransformer
-from .seq2seq import EncoderDecoder, Seq2Seq, decoder_field
+from .seq2seq import EncoderDecoder, Seq2Seq, decoder_field, evolving_table5_costs
 from .set_transformer import MAB, PMA, InducedAttentionBranch, SetTransformer, isab_field
 from .signal import SignalClassifier
 from .text import PAD, TextClassifier, TokenEmbedding, sinusoidal_positions
@@ -37,6 +37,7 @@ __all__ = [
     "decoder_field",
     "EncoderDecoder",
     "Seq2Seq",
+    "evolving_table5_costs",
     "MAB",
     "PMA",
     "InducedAttentionBranch",

@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.utils.flop_counter import FlopCounterMode
 
 from ..continuous import ContinuousDepth
 from ..fields import EvolvingAttentionField, EvolvingAttentionStack, SplitField, WeightSharedField
@@ -14,7 +15,7 @@ from ..nn import AttentionBranch, EvolvingAttentionBranch, MLPBranch
 from .blocks import _evolving_settings, transformer_field
 from .text import PAD, TokenEmbedding
 
-__all__ = ["decoder_field", "EncoderDecoder", "Seq2Seq"]
+__all__ = ["decoder_field", "EncoderDecoder", "Seq2Seq", "evolving_table5_costs"]
 
 
 def decoder_field(
@@ -310,3 +311,40 @@ def _log_probs(logits: Tensor) -> Tensor:
 
 def _length_penalty(lengths: Tensor, alpha: float) -> Tensor:
     return ((5.0 + lengths) / 6.0) ** alpha
+
+
+def evolving_table5_costs(length: int = 30, vocab_size: int = 100) -> dict[str, tuple[int, int, int, int]]:
+    """Wang et al. (2021), Table 5: ``(parameters, EA parameters, FLOPs, EA FLOPs)`` of Transformer-Lite
+    (``d = 160``, FFN 160) and Transformer-Base (``d = 512``, FFN 2048), 6 + 6 layers, 8 heads.
+
+    As the paper counts them: parameters without the embeddings and the output projection; FLOPs of
+    one ``length``-token source and target pair, matrix products and convolutions counted by
+    :class:`torch.utils.flop_counter.FlopCounterMode` (2 per multiply-add), the output projection
+    left out. The EA models have evolving attention (3x3, ``α = β = 0.1``) in the encoder only (§4.3).
+    """
+    costs = {}
+    for name, (dim, hidden) in {"Lite": (160, 160), "Base": (512, 2048)}.items():
+        sizes = dict(dim=dim, num_heads=8, encoder_depth=6, decoder_depth=6, mlp_hidden=hidden)
+        evolving_settings = {"alpha": 0.1, "beta": 0.1}
+        encoder = transformer_field(dim, 6, 8, mlp_hidden=hidden, field="evolving", evolving=evolving_settings)
+        vanilla, evolving = Seq2Seq(vocab_size, **sizes), Seq2Seq(vocab_size, **sizes, encoder=encoder)
+        costs[name] = (
+            _non_embedding_parameters(vanilla),
+            _non_embedding_parameters(evolving),
+            _flops(vanilla, length),
+            _flops(evolving, length),
+        )
+    return costs
+
+
+def _non_embedding_parameters(model: Seq2Seq) -> int:
+    embeddings = {id(p) for module in (model.src_embed, model.tgt_embed, model.output) for p in module.parameters()}
+    return sum(p.numel() for p in model.parameters() if id(p) not in embeddings)
+
+
+def _flops(model: Seq2Seq, length: int) -> int:
+    vocab_size, dim = model.output.out_features, model.output.in_features
+    src, tgt = torch.randint(3, vocab_size, (1, length)), torch.randint(3, vocab_size, (1, length))
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        model.decode(tgt, *model.encode(src))
+    return counter.get_total_flops() - 2 * length * dim * vocab_size
