@@ -95,8 +95,10 @@ def solve(
         backend: ``"auto"`` picks the first of ``"builtin"``, ``"torchdiffeq"``, ``"torchode"`` that
             supports the method, gradient method and ``per_sample``.
         adjoint: How gradients are computed. ``"backprop"`` differentiates through the solver's
-            operations (discretise-then-optimise). ``"checkpoint"`` (built-in) does the same but
-            stores only the state entering each step and recomputes the step in backward.
+            operations (discretise-then-optimise). ``"checkpoint"`` (built-in) gives the same gradients
+            but checkpoints the steps recursively: it keeps about ``log2(N)`` states of the ``N``
+            steps and one step's activations, and recomputes each step at most ``1 + log2(N)/2``
+            times in backward.
             ``"adjoint"`` solves the continuous adjoint ODE backwards (optimise-then-discretise):
             torchdiffeq's ``odeint_adjoint`` or torchode's ``BacksolveAdjoint``.
         seminorm: With torchdiffeq's adjoint, use the seminorm of Kidger et al. (2021).
@@ -180,10 +182,8 @@ def _solve_builtin(
         key = (method, substep, tuple(map(tuple, grid)), checkpoint)
         cache = _COMPILED.setdefault(field, {})
         if key not in cache:
-            # The C++ wrapper calls the generated kernels without Python in between: on a CPU it made
-            # the compiled march 1.58x faster than an eager loop at d = 32, against 1.18x without it.
             march = _march(field, scheme, tableau, grid, checkpoint)
-            cache[key] = torch.compile(lambda y: stack(march(y)), options={"cpp_wrapper": True})
+            cache[key] = torch.compile(lambda y: stack(march(y)), options=COMPILE_OPTIONS)
         return cache[key](y0)
     recomputed = _BackwardCounter(field, stats) if checkpoint else None
     out = _march(recomputed or field, scheme, tableau, grid, checkpoint)(y0)
@@ -191,6 +191,10 @@ def _solve_builtin(
         recomputed.armed[0] = True  # from here on, evaluations are checkpointing's recomputations
     return out
 
+
+COMPILE_OPTIONS = {"cpp_wrapper": True}
+"""Inductor options of ``solve(..., compile=True)``. The C++ wrapper calls the generated kernels without
+Python in between, which matters where Python overhead dominates (``benchmarks/suite.py``)."""
 
 _COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 """Compiled marches by field, then by (method, substep, grid, checkpoint): torch.compile guards on the

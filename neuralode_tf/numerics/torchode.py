@@ -36,10 +36,11 @@ FIXED_GRID = {"euler", "heun"}
 class _Flattened(nn.Module):
     """The field on torchode's ``(batch, features)`` matrix."""
 
-    def __init__(self, field: nn.Module, y0: State, per_sample: bool):
+    def __init__(self, field: nn.Module, y0: State, per_sample: bool, t_max: Tensor | None = None):
         super().__init__()
         self.field = field
         self.per_sample = per_sample
+        self.t_max = t_max
         self.template = tuple(leaf[:0] for leaf in leaves(y0)) if isinstance(y0, tuple) else y0[:0]
         self.shapes = [leaf.shape[1:] if per_sample else leaf.shape for leaf in leaves(y0)]
         self.sizes = [math.prod(shape) for shape in self.shapes]
@@ -53,6 +54,8 @@ class _Flattened(nn.Module):
         return rebuild(self.template, [c.reshape(tuple(lead) + tuple(s)) for c, s in zip(chunks, self.shapes)])
 
     def forward(self, t: Tensor, y: Tensor) -> Tensor:
+        if self.t_max is not None:
+            t = torch.minimum(t, self.t_max)
         lead = tuple(y.shape[:-1]) if self.per_sample else ()
         return self.flatten(self.field(t, self.unflatten(y, lead)), tuple(y.shape[:-1]))
 
@@ -75,7 +78,11 @@ def solve_torchode(
 
     An adaptive solve of a field that declares ``jump_times`` (e.g. a weight-shared stack, whose
     parameters change at layer boundaries) runs piece by piece between the jumps, so the step-size
-    controller never straddles a discontinuity (torchdiffeq's ``jump_t`` does the same).
+    controller never straddles a discontinuity (torchdiffeq's ``jump_t`` does the same). Within a
+    piece ``[a, b]`` the field sees times up to the left limit ``nextafter(b, -inf)``: a stage at the
+    end of a step that lands on ``b`` (``c_i = 1``) takes this piece's parameters, not the next
+    piece's (torchdiffeq's ``perturb``). Each piece after the first starts with the mean accepted
+    step of the piece before as ``dt0``, instead of choosing an initial step afresh.
     """
     settings = dict(
         method=method,
@@ -89,12 +96,12 @@ def solve_torchode(
     )
     jumps = [x for x in getattr(counting.field, "jump_times", ()) if t[0] < x < t[-1]]
     if not jumps or method in FIXED_GRID:
-        return _solve_piece(counting, y0, t, settings)
+        return _solve_piece(counting, y0, t, settings)[0]
     edges = sorted({*jumps, t[-1]})
-    states, y, start = [y0], y0, t[0]
+    states, y, start, dt = [y0], y0, t[0], settings["dt0"]
     for end in edges:
         inside = [x for x in t if start < x < end]
-        ys = _solve_piece(counting, y, [start, *inside, end], settings)
+        ys, dt = _solve_piece(counting, y, [start, *inside, end], dict(settings, dt0=dt), left_limit=True)
         pieces = list(_unstack(ys))
         states.extend(pieces[1 : 1 + len(inside)])
         y, start = pieces[-1], end
@@ -110,16 +117,22 @@ def _unstack(ys: State):
     return ys.unbind(0)
 
 
-def _solve_piece(counting: CountingField, y0: State, t: list[float], settings: dict[str, Any]) -> State:
-    """One torchode solve over ``t`` with :func:`solve_torchode`'s ``settings``; returns the states at
-    ``t`` stacked along dim 0."""
+def _solve_piece(
+    counting: CountingField, y0: State, t: list[float], settings: dict[str, Any], left_limit: bool = False
+) -> State:
+    """One torchode solve over ``t`` with :func:`solve_torchode`'s ``settings`` (``dt0`` a number or a
+    per-sample tensor). Returns the states at ``t`` stacked along dim 0 and the mean accepted step of
+    each sample. With ``left_limit``, the field sees no time beyond the left limit of ``t[-1]``."""
     method, per_sample, adjoint = settings["method"], settings["per_sample"], settings["adjoint"]
     rtol, atol, max_steps, dt0 = settings["rtol"], settings["atol"], settings["max_steps"], settings["dt0"]
-    flat = _Flattened(counting, y0, per_sample)
+    dtype, device = leaves(y0)[0].dtype, leaves(y0)[0].device
+    # Times in the state's dtype: torchode's backsolve mixes float64 times into float32 states otherwise.
+    times = torch.tensor(t, dtype=dtype, device=device)
+    t_max = torch.nextafter(times[-1], times.new_tensor(-math.inf)) if left_limit else None
+    flat = _Flattened(counting, y0, per_sample, t_max)
     y_flat = flat.flatten(y0, (leaves(y0)[0].shape[0],) if per_sample else (1,))
     batch = y_flat.shape[0]
-    # Times in the state's dtype: torchode's backsolve mixes float64 times into float32 states otherwise.
-    t_eval = torch.tensor(t, dtype=y_flat.dtype, device=y_flat.device).expand(batch, -1)
+    t_eval = times.expand(batch, -1)
 
     term = to.ODETerm(flat)
     step_method = METHODS[method](term=term)
@@ -128,7 +141,7 @@ def _solve_piece(counting: CountingField, y0: State, t: list[float], settings: d
         dt0 = settings["step_size"]
     else:
         controller = to.IntegralController(atol=atol, rtol=rtol, term=term)
-    dt = None if dt0 is None else torch.full((batch,), dt0, dtype=y_flat.dtype, device=y_flat.device)
+    dt = dt0 if dt0 is None or isinstance(dt0, Tensor) else torch.full((batch,), dt0, dtype=dtype, device=device)
     problem = to.InitialValueProblem(y_flat, t_start=t_eval[:, 0], t_end=t_eval[:, -1], t_eval=t_eval)
     if adjoint:
         solver = to.BacksolveAdjoint(term, step_method, controller)
@@ -144,7 +157,8 @@ def _solve_piece(counting: CountingField, y0: State, t: list[float], settings: d
     # (batch, times, features) -> states stacked along time.
     ys = solution.ys.transpose(0, 1)
     lead = (len(t), batch) if per_sample else (len(t),)
-    return flat.unflatten(ys if per_sample else ys.reshape(len(t), -1), lead)
+    mean_step = (t[-1] - t[0]) / solution.stats["n_accepted"].clamp(min=1).to(dtype)
+    return flat.unflatten(ys if per_sample else ys.reshape(len(t), -1), lead), mean_step
 
 
 def _record_stats(stats: Stats, raw: dict) -> None:
