@@ -7,6 +7,8 @@ from neuralode_tf import ContinuousDepth, solve
 from neuralode_tf.models import transformer_field
 from neuralode_tf.numerics import SolverConfigError
 
+_SKIP_MODULE_GUARDS = torch.compiler.skip_guard_on_all_nn_modules_unsafe
+
 
 def _outputs_and_grads(field, x, **settings):
     x = x.detach().requires_grad_()
@@ -22,14 +24,17 @@ def _outputs_and_grads(field, x, **settings):
         ("parallel", dict(method="rk4", steps=4)),
         ("split", dict(method="lie_trotter", step_size=1.0)),
         ("split", dict(method="strang", steps=2, substep="midpoint", adjoint="checkpoint")),
+        ("parallel", dict(method="euler", steps=4, compile={"guard_filter_fn": _SKIP_MODULE_GUARDS})),
     ],
 )
 def test_compiled_march_equals_eager(field_kind, settings):
     torch.manual_seed(0)
     field = transformer_field(16, 4, 2, field=field_kind, num_sets=2)  # weight sharing: t picks the layer
     x = torch.randn(2, 5, 16)
+    settings = dict(settings)
+    compile_option = settings.pop("compile", True)
     eager, eager_grads = _outputs_and_grads(field, x, **settings)
-    compiled, compiled_grads = _outputs_and_grads(field, x, compile=True, **settings)
+    compiled, compiled_grads = _outputs_and_grads(field, x, compile=compile_option, **settings)
     assert (compiled - eager).abs().max().item() <= 1e-5
     assert max((a - b).abs().max().item() for a, b in zip(compiled_grads, eager_grads)) <= 1e-5
 
@@ -43,3 +48,7 @@ def test_continuous_depth_takes_compile_and_adaptive_methods_refuse_it():
     assert (model(x) - eager(x)).abs().max().item() <= 1e-5
     with pytest.raises(SolverConfigError, match="compile=True applies to the built-in"):
         solve(field, x, [0.0, 1.0], method="dopri5", compile=True)
+    with pytest.raises(SolverConfigError, match="compile must be True, False or a dict"):
+        solve(field, x, [0.0, 1.0], method="euler", steps=1, compile="yes")
+    with pytest.raises(SolverConfigError, match="compile options must be hashable"):
+        solve(field, x, [0.0, 1.0], method="euler", steps=1, compile={"some_list": [1]})

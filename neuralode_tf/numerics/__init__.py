@@ -1,7 +1,7 @@
 """Numerics: one :func:`solve` over the built-in fixed-grid and splitting integrators, torchdiffeq
 and torchode, with backprop, checkpointing or adjoint gradients."""
 
-from ._api import BACKENDS, FIXED_GRID_METHODS, GRADIENTS, methods, resolve_backend, solve
+from ._api import BACKENDS, COMPILE_OPTIONS, FIXED_GRID_METHODS, GRADIENTS, methods, resolve_backend, solve
 from .errors import (
     FieldOutputError,
     InvalidStateError,
@@ -22,6 +22,7 @@ __all__ = [
     "BACKENDS",
     "GRADIENTS",
     "FIXED_GRID_METHODS",
+    "COMPILE_OPTIONS",
     "Solution",
     "Stats",
     "ButcherTableau",
