@@ -5,6 +5,7 @@
 interleaved round by round, so a ratio of two medians cancels most of the machine's noise. The order
 within a round is shuffled (seeded): on a CPU a step runs up to 10% slower right after an eager step
 that churned the caches and the allocator, and a fixed order would charge that to one competitor.
+:func:`paired_ratios` takes the median of per-round ratios instead, which also cancels slow spells.
 
 **Memory.** On a GPU, the peak of ``torch.cuda.max_memory_allocated`` over one step. On the CPU,
 PyTorch keeps no allocator statistics, so :func:`peak_rss_in_subprocess` runs one step of a case
@@ -26,7 +27,7 @@ from collections.abc import Callable
 
 import torch
 
-__all__ = ["median_time", "race", "peak_rss_in_subprocess", "rss_growth_of", "cuda_peak_of"]
+__all__ = ["median_time", "race", "paired_ratios", "peak_rss_in_subprocess", "rss_growth_of", "cuda_peak_of"]
 
 
 def median_time(step: Callable[[], None], repeats: int = 5, warmup: int = 1) -> float:
@@ -36,6 +37,27 @@ def median_time(step: Callable[[], None], repeats: int = 5, warmup: int = 1) -> 
 
 def race(steps: dict[str, Callable[[], None]], repeats: int = 5, warmup: int = 1) -> dict[str, float]:
     """Median wall time of each step, timed round-robin (one call of each per round, in a shuffled order)."""
+    return {name: statistics.median(values) for name, values in _rounds(steps, repeats, warmup).items()}
+
+
+def paired_ratios(
+    steps: dict[str, Callable[[], None]], baseline: str, repeats: int = 5, warmup: int = 1
+) -> dict[str, float]:
+    """``time(step) / time(baseline)`` for each step: the median over rounds of the ratio within a round.
+
+    A step and the baseline run within one round of each other, so a slow spell of the machine that
+    lasts a round or more cancels out of the ratio, which a ratio of overall medians does not do.
+    """
+    rounds = _rounds(steps, repeats, warmup)
+    return {
+        name: statistics.median(a / b for a, b in zip(values, rounds[baseline]))
+        for name, values in rounds.items()
+        if name != baseline
+    }
+
+
+def _rounds(steps: dict[str, Callable[[], None]], repeats: int, warmup: int) -> dict[str, list[float]]:
+    """Wall times of ``repeats`` rounds of one call of each step, in a shuffled order each round."""
     for step in steps.values():
         for _ in range(warmup):
             step()
@@ -44,13 +66,12 @@ def race(steps: dict[str, Callable[[], None]], repeats: int = 5, warmup: int = 1
     for _ in range(repeats):
         shuffle(order)
         for name in order:
-            step = steps[name]
             _sync()
             start = time.perf_counter()
-            step()
+            steps[name]()
             _sync()
             times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) for name, values in times.items()}
+    return times
 
 
 def cuda_peak_of(step: Callable[[], None]) -> int:

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.harness import cuda_peak_of, peak_rss_in_subprocess, race, rss_growth_of
+from benchmarks.harness import cuda_peak_of, paired_ratios, peak_rss_in_subprocess, race, rss_growth_of
 from neuralode_tf import solve
 from neuralode_tf.models import transformer_field
 from neuralode_tf.numerics import COMPILE_OPTIONS, methods
@@ -102,9 +102,7 @@ def overhead(device: torch.device, repeats: int) -> dict:
             steps["torchode"] = _backward(
                 lambda: solve(field, x, [0.0, 6.0], method="euler", steps=6, backend="torchode", per_sample=False).y1
             )
-        times = race(steps, repeats=repeats, warmup=2)
-        rows[method] = {name: times[name] / times["hand loop"] for name in steps if name != "hand loop"}
-        rows[method]["hand loop seconds"] = times["hand loop"]
+        rows[method] = paired_ratios(steps, "hand loop", repeats=2 * repeats, warmup=2)
     return rows
 
 
@@ -125,12 +123,12 @@ def compiled(device: torch.device, repeats: int) -> dict:
         "solve compiled, module guards skipped": _backward(lambda: solve(field, x, [0.0, 12.0], **unguarded).y1),
         "hand loop compiled": _backward(lambda: hand_compiled(x)),
     }
-    times = race(steps, repeats=3 * repeats, warmup=3)  # a few ms each: more rounds for steadier medians
+    ratios = paired_ratios(steps, "hand loop", repeats=4 * repeats, warmup=3)  # a few ms each: more rounds
     return {
-        "speedup over hand loop": times["hand loop"] / times["solve compiled"],
-        "speedup, module guards skipped": times["hand loop"] / times["solve compiled, module guards skipped"],
-        "compiled hand loop speedup": times["hand loop"] / times["hand loop compiled"],
-        "eager solve / hand loop": times["solve eager"] / times["hand loop"],
+        "speedup over hand loop": 1 / ratios["solve compiled"],
+        "speedup, module guards skipped": 1 / ratios["solve compiled, module guards skipped"],
+        "compiled hand loop speedup": 1 / ratios["hand loop compiled"],
+        "eager solve / hand loop": ratios["solve eager"],
         "max-abs vs eager": gap,
         "compile seconds": compile_seconds,
     }
@@ -140,7 +138,19 @@ def _memory_step(config: str, steps: int, device: torch.device):
     # One parameter set shared by the 6 layers: torchode's backsolve evaluates the field under vmap,
     # where a time-dependent choice of layer cannot be made.
     field, x = _problem(128, 64, 16, 6, device, num_sets=1)
-    return _backward(lambda: solve(field, x, [0.0, 6.0], steps=steps, **MEMORY_CONFIGS[config]).y1)
+    settings = MEMORY_CONFIGS.get(config) or dict(method=config[len("backprop (") : -1], adjoint="backprop")
+    return _backward(lambda: solve(field, x, [0.0, 6.0], steps=steps, **settings).y1)
+
+
+def memory_time(device: torch.device, repeats: int) -> dict:
+    """The price of flat memory: time of forward + backward with 64 steps over backprop's, same method."""
+    rows = {}
+    for method in ("euler", "rk4"):
+        baseline = f"backprop ({method})"
+        configs = [baseline] + [c for c, s in MEMORY_CONFIGS.items() if s["method"] == method and c != baseline]
+        steps = {config: _memory_step(config, 64, device) for config in configs}
+        rows.update(paired_ratios(steps, baseline, repeats=repeats, warmup=1))
+    return rows
 
 
 def memory(device: torch.device) -> dict:
@@ -232,7 +242,7 @@ def main() -> None:
     results["overhead"] = over = overhead(device, repeats)
     print("1. overhead: time / time(hand loop), forward + backward, 6 layers, d=128, 64 tokens, batch 16")
     for method, row in over.items():
-        cells = "  ".join(f"{name} {value:.3f}x" for name, value in row.items() if name != "hand loop seconds")
+        cells = "  ".join(f"{name} {value:.3f}x" for name, value in row.items())
         print(f"   {method:<6} {cells}   [{_verdict(row['builtin'] <= 1.03)}: builtin <= 1.03x]")
 
     results["compile"] = comp = compiled(device, repeats)
@@ -247,11 +257,13 @@ def main() -> None:
     )
 
     results["memory"] = mem = memory(device)
-    print("3. memory: peak(64 steps) / peak(8 steps), forward + backward")
+    slower = memory_time(device, max(3, repeats // 4))
+    print("3. memory: peak(64 steps) / peak(8 steps), forward + backward; time over backprop's at 64 steps")
     for config, row in mem.items():
+        mem[config]["time vs backprop"] = slower.get(config, 1.0)
         target = "" if config.startswith("backprop") else f" [{_verdict(row['ratio'] <= 1.2)}: <= 1.2x]"
         mib = f"{row['peak 8'] / 2**20:.0f} -> {row['peak 64'] / 2**20:.0f} MiB"
-        print(f"   {config:<28} {row['ratio']:.2f}x ({mib}){target}")
+        print(f"   {config:<28} {row['ratio']:.2f}x ({mib}){target}; time {mem[config]['time vs backprop']:.2f}x")
 
     results["transevolve"] = te = _transevolve(device)
     if te:

@@ -52,3 +52,18 @@ def test_continuous_depth_takes_compile_and_adaptive_methods_refuse_it():
         solve(field, x, [0.0, 1.0], method="euler", steps=1, compile="yes")
     with pytest.raises(SolverConfigError, match="compile options must be hashable"):
         solve(field, x, [0.0, 1.0], method="euler", steps=1, compile={"some_list": [1]})
+
+
+def test_every_field_gets_its_own_compiled_code():
+    """Dynamo keeps at most ``recompile_limit`` variants per code object and runs eagerly beyond; each
+    compiled march has a code object of its own, so the second field here still compiles."""
+    from torch._dynamo.utils import counters
+
+    x = torch.randn(2, 3, 8)
+    with torch._dynamo.config.patch(recompile_limit=1):
+        for seed in (0, 1):
+            torch.manual_seed(seed)
+            field = transformer_field(8, 1, 2)
+            graphs = counters["stats"]["unique_graphs"]
+            solve(field, x, [0.0, 1.0], method="euler", steps=1, compile=True)
+            assert counters["stats"]["unique_graphs"] == graphs + 1

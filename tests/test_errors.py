@@ -194,6 +194,16 @@ def test_nan_in_split_solve_counts_part_evaluations():
         solve(field, torch.ones(1), [0.0, 10.0], method="lie_trotter", step_size=0.5)
 
 
+def test_a_finite_solution_whose_sum_overflows_is_not_an_error():
+    """The finiteness check sums the solution (NaN and Inf propagate) and re-checks entry by entry
+    when the sum overflows: large but finite states pass."""
+    y0 = torch.full((4,), 3e38)  # float32: the sum of the entries overflows to Inf
+    solution = solve(Linear(rate=0.0), y0, [0.0, 1.0], method="euler", steps=1)
+    assert torch.equal(solution.y1, y0)
+    augmented = solve(lambda t, y: (y[0] * 0, y[1] * 0), (y0, torch.ones(2)), [0.0, 1.0], method="euler", steps=1)
+    assert torch.equal(augmented.y1[0], y0)
+
+
 def test_nan_in_initial_state():
     y0 = torch.tensor([1.0, math.nan])
     with pytest.raises(NonFiniteStateError, match="initial state y0 contains NaN"):

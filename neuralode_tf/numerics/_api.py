@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import math
+import types
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
@@ -15,7 +17,7 @@ from . import torchdiffeq as _tdq
 from . import torchode as _tde
 from ._counting import CountingField
 from ._grid import fixed_grid
-from ._state import State, all_finite, leaves, stack
+from ._state import State, all_finite, leaves, surely_finite
 from .errors import (
     InvalidStateError,
     InvalidTimesError,
@@ -161,8 +163,7 @@ def solve(
             raise
         _raise_if_nonfinite(run, field, y0, times, _evals_per_step(stats), err)
         raise
-    ys = stack(ys) if isinstance(ys, list) else ys
-    if not bool(all_finite(ys)):
+    if not surely_finite(tuple(leaf for state in ys for leaf in leaves(state)) if isinstance(ys, list) else ys):
         _raise_if_nonfinite(run, field, y0, times, _evals_per_step(stats), None)
         raise NonFiniteStateError("NaN or Inf appeared in the solution, but a replay of the solve could not locate it")
     return Solution(ts=torch.tensor(times, dtype=torch.float64), ys=ys, stats=stats)
@@ -191,8 +192,7 @@ def _solve_builtin(
         key = (method, substep, tuple(map(tuple, grid)), checkpoint, _hashable(options))
         cache = _COMPILED.setdefault(field, {})
         if key not in cache:
-            march = _march(field, scheme, tableau, grid, checkpoint)
-            cache[key] = torch.compile(lambda y: stack(march(y)), options=options)
+            cache[key] = torch.compile(_own_code(_march(field, scheme, tableau, grid, checkpoint)), options=options)
         return cache[key](y0)
     recomputed = _BackwardCounter(field, stats) if checkpoint else None
     out = _march(recomputed or field, scheme, tableau, grid, checkpoint)(y0)
@@ -222,6 +222,21 @@ def _march(
         return _fixed.integrate(first, rest, y, grid, checkpoint=checkpoint)
 
     return march
+
+
+def _own_code(fn: Callable) -> Callable:
+    """``fn`` with a code object of its own.
+
+    Dynamo keeps compiled code per code object, at most ``torch._dynamo.config.recompile_limit`` (8)
+    variants of it, and runs eagerly beyond: every march shares the code of ``_march``'s closure, so
+    without this the ninth field compiled in a process would silently run uncompiled.
+    """
+    code = fn.__code__.replace(co_name=f"{fn.__code__.co_name}_{next(_MARCH_NUMBERS)}")
+    return types.FunctionType(code, fn.__globals__, code.co_name, fn.__defaults__, fn.__closure__)
+
+
+_MARCH_NUMBERS = itertools.count()
+"""Numbers the code objects of compiled marches (their names in traces)."""
 
 
 def _hashable(options: dict[str, Any]) -> tuple:

@@ -61,6 +61,17 @@ def all_finite(y: State) -> Tensor:
     return out
 
 
+def surely_finite(y: State) -> bool:
+    """``True`` if every entry of ``y`` is finite, found from one sum: NaN and Inf propagate through it.
+
+    A sum that overflows is re-checked entry by entry, so the answer is exact. One reduction instead of
+    :func:`all_finite`'s elementwise test (five kernels on a CPU) for the common, finite case.
+    """
+    with torch.no_grad():
+        total = sum(leaf.sum() for leaf in leaves(y))
+    return bool(torch.isfinite(total)) or bool(all_finite(y))
+
+
 def describe(y: State) -> str:
     """Shapes, dtypes and devices of a state, for error messages."""
     parts = [f"{tuple(x.shape)} {x.dtype} on {x.device}" for x in leaves(y)]

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from torch import Tensor
 
-from ._state import State, tree_map
+from ._state import State, stack, tree_map
 
 __all__ = ["Stats", "Solution"]
 
@@ -36,22 +36,34 @@ class Stats:
     backend: str = ""
 
 
-@dataclass
 class Solution:
     """The result of a solve.
 
     Attributes:
         ts: The requested times, a 1-D tensor.
         ys: The state at every requested time, stacked along a new leading dimension (for a tuple
-            state, a tuple of such stacks).
+            state, a tuple of such stacks). The built-in integrators stack on first access, so a
+            caller that only reads :attr:`y1` pays for no copy.
         stats: The :class:`Stats` of the solve.
     """
 
-    ts: Tensor
-    ys: State
-    stats: Stats = field(default_factory=Stats)
+    def __init__(self, ts: Tensor, ys: State | list[State], stats: Stats | None = None):
+        self.ts = ts
+        self.stats = stats if stats is not None else Stats()
+        self._ys = ys
+
+    @property
+    def ys(self) -> State:
+        if isinstance(self._ys, list):
+            self._ys = stack(self._ys)
+        return self._ys
 
     @property
     def y1(self) -> State:
         """The state at the last requested time."""
-        return tree_map(lambda y: y[-1], self.ys)
+        if isinstance(self._ys, list):
+            return self._ys[-1]
+        return tree_map(lambda y: y[-1], self._ys)
+
+    def __repr__(self) -> str:
+        return f"Solution(ts={self.ts!r}, ys={self.ys!r}, stats={self.stats!r})"
