@@ -1,5 +1,8 @@
 """``solve(..., compile=True)``: the built-in fixed-grid and splitting marches under torch.compile."""
 
+import gc
+import weakref
+
 import pytest
 import torch
 
@@ -54,9 +57,10 @@ def test_continuous_depth_takes_compile_and_adaptive_methods_refuse_it():
         solve(field, x, [0.0, 1.0], method="euler", steps=1, compile={"some_list": [1]})
 
 
-def test_every_field_gets_its_own_compiled_code():
+def test_every_field_gets_its_own_compiled_code_and_is_freed_with_it():
     """Dynamo keeps at most ``recompile_limit`` variants per code object and runs eagerly beyond; each
-    compiled march has a code object of its own, so the second field here still compiles."""
+    compiled march has a code object of its own, so the second field here still compiles. The cache
+    of compiled marches does not keep a field alive."""
     from torch._dynamo.utils import counters
 
     x = torch.randn(2, 3, 8)
@@ -65,5 +69,9 @@ def test_every_field_gets_its_own_compiled_code():
             torch.manual_seed(seed)
             field = transformer_field(8, 1, 2)
             graphs = counters["stats"]["unique_graphs"]
-            solve(field, x, [0.0, 1.0], method="euler", steps=1, compile=True)
+            solve(field, x, [0.0, 1.0], method="euler", steps=1, compile=True).y1.sum().backward()
             assert counters["stats"]["unique_graphs"] == graphs + 1
+    alive = weakref.ref(field)
+    del field
+    gc.collect()
+    assert alive() is None

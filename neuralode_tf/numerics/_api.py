@@ -192,10 +192,10 @@ def _solve_builtin(
         key = (method, substep, tuple(map(tuple, grid)), checkpoint, _hashable(options))
         cache = _COMPILED.setdefault(field, {})
         if key not in cache:
-            cache[key] = torch.compile(_own_code(_march(field, scheme, tableau, grid, checkpoint)), options=options)
-        return cache[key](y0)
+            cache[key] = torch.compile(_own_code(_march(scheme, tableau, grid, checkpoint)), options=options)
+        return cache[key](field, y0)
     recomputed = _BackwardCounter(field, stats) if checkpoint else None
-    out = _march(recomputed or field, scheme, tableau, grid, checkpoint)(y0)
+    out = _march(scheme, tableau, grid, checkpoint)(recomputed or field, y0)
     if recomputed is not None:
         recomputed.armed[0] = True  # from here on, evaluations are checkpointing's recomputations
     return out
@@ -206,19 +206,19 @@ COMPILE_OPTIONS = {"cpp_wrapper": True}
 Python in between, which matters where Python overhead dominates (``benchmarks/suite.py``)."""
 
 _COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-"""Compiled marches by field, then by (method, substep, grid, checkpoint, options): torch.compile guards on the
-identity of the step functions a march closes over, so a march is built once per field and setting and
-reused, instead of being recompiled at every call."""
+"""Compiled marches by field, then by (method, substep, grid, checkpoint, options), each with a code object of
+its own (:func:`_own_code`). A march takes the field as an argument rather than closing over it, so the
+cache holds no reference to its key and a field and its compiled marches are freed together."""
 
 
 def _march(
-    field: Field, scheme: str | None, tableau: Any, grid: list[list[float]], checkpoint: bool
-) -> Callable[[State], list[State]]:
-    """``y0 -> [y0, y(t_1), ...]``: the built-in march over ``grid``."""
-    first = _fixed.make_step(field, scheme, tableau, check=True)
-    rest = _fixed.make_step(field, scheme, tableau, check=False)
+    scheme: str | None, tableau: Any, grid: list[list[float]], checkpoint: bool
+) -> Callable[[Field, State], list[State]]:
+    """``(field, y0) -> [y0, y(t_1), ...]``: the built-in march over ``grid``."""
 
-    def march(y: State) -> list[State]:
+    def march(field: Field, y: State) -> list[State]:
+        first = _fixed.make_step(field, scheme, tableau, check=True)
+        rest = _fixed.make_step(field, scheme, tableau, check=False)
         return _fixed.integrate(first, rest, y, grid, checkpoint=checkpoint)
 
     return march
