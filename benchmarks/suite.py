@@ -134,11 +134,10 @@ def compiled(device: torch.device, repeats: int) -> dict:
     }
 
 
-def _memory_step(config: str, steps: int, device: torch.device):
+def _memory_step(settings: dict, steps: int, device: torch.device):
     # One parameter set shared by the 6 layers: torchode's backsolve evaluates the field under vmap,
     # where a time-dependent choice of layer cannot be made.
     field, x = _problem(128, 64, 16, 6, device, num_sets=1)
-    settings = MEMORY_CONFIGS.get(config) or dict(method=config[len("backprop (") : -1], adjoint="backprop")
     return _backward(lambda: solve(field, x, [0.0, 6.0], steps=steps, **settings).y1)
 
 
@@ -146,10 +145,10 @@ def memory_time(device: torch.device, repeats: int) -> dict:
     """The price of flat memory: time of forward + backward with 64 steps over backprop's, same method."""
     rows = {}
     for method in ("euler", "rk4"):
-        baseline = f"backprop ({method})"
-        configs = [baseline] + [c for c, s in MEMORY_CONFIGS.items() if s["method"] == method and c != baseline]
-        steps = {config: _memory_step(config, 64, device) for config in configs}
-        rows.update(paired_ratios(steps, baseline, repeats=repeats, warmup=1))
+        configs = {f"backprop ({method})": dict(method=method, adjoint="backprop")}
+        configs.update((c, s) for c, s in MEMORY_CONFIGS.items() if s["method"] == method)
+        steps = {config: _memory_step(settings, 64, device) for config, settings in configs.items()}
+        rows.update(paired_ratios(steps, f"backprop ({method})", repeats=repeats, warmup=1))
     return rows
 
 
@@ -159,7 +158,7 @@ def memory(device: torch.device) -> dict:
         peaks = {}
         for steps in (8, 64):
             if device.type == "cuda":
-                peaks[steps] = cuda_peak_of(_memory_step(config, steps, device))
+                peaks[steps] = cuda_peak_of(_memory_step(MEMORY_CONFIGS[config], steps, device))
             else:
                 case = {"config": config, "steps": steps}
                 peaks[steps] = peak_rss_in_subprocess("benchmarks.suite", case, release_freed=True)
@@ -229,7 +228,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.memory_case:  # one step in this fresh process; print the bytes it needed
         case = json.loads(args.memory_case)
-        print(rss_growth_of(_memory_step(case["config"], case["steps"], torch.device("cpu")), warmup=True))
+        step = _memory_step(MEMORY_CONFIGS[case["config"]], case["steps"], torch.device("cpu"))
+        print(rss_growth_of(step, warmup=True))
         return
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     repeats = 7 if args.quick else 21
@@ -260,10 +260,10 @@ def main() -> None:
     slower = memory_time(device, max(3, repeats // 4))
     print("3. memory: peak(64 steps) / peak(8 steps), forward + backward; time over backprop's at 64 steps")
     for config, row in mem.items():
-        mem[config]["time vs backprop"] = slower.get(config, 1.0)
+        row["time vs backprop"] = slower.get(config, 1.0)  # 1.0: the baseline itself
         target = "" if config.startswith("backprop") else f" [{_verdict(row['ratio'] <= 1.2)}: <= 1.2x]"
         mib = f"{row['peak 8'] / 2**20:.0f} -> {row['peak 64'] / 2**20:.0f} MiB"
-        print(f"   {config:<28} {row['ratio']:.2f}x ({mib}){target}; time {mem[config]['time vs backprop']:.2f}x")
+        print(f"   {config:<28} {row['ratio']:.2f}x ({mib}){target}; time {row['time vs backprop']:.2f}x")
 
     results["transevolve"] = te = _transevolve(device)
     if te:

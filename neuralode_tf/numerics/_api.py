@@ -163,7 +163,7 @@ def solve(
             raise
         _raise_if_nonfinite(run, field, y0, times, _evals_per_step(stats), err)
         raise
-    if not surely_finite(tuple(leaf for state in ys for leaf in leaves(state)) if isinstance(ys, list) else ys):
+    if not surely_finite(ys if isinstance(ys, list) else [ys]):
         _raise_if_nonfinite(run, field, y0, times, _evals_per_step(stats), None)
         raise NonFiniteStateError("NaN or Inf appeared in the solution, but a replay of the solve could not locate it")
     return Solution(ts=torch.tensor(times, dtype=torch.float64), ys=ys, stats=stats)

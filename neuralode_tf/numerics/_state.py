@@ -61,15 +61,15 @@ def all_finite(y: State) -> Tensor:
     return out
 
 
-def surely_finite(y: State) -> bool:
-    """``True`` if every entry of ``y`` is finite, found from one sum: NaN and Inf propagate through it.
+def surely_finite(states: list[State]) -> bool:
+    """``True`` if every entry of ``states`` is finite, found from one sum: NaN and Inf propagate through it.
 
-    A sum that overflows is re-checked entry by entry, so the answer is exact. One reduction instead of
-    :func:`all_finite`'s elementwise test (five kernels on a CPU) for the common, finite case.
+    A sum that overflows is re-checked entry by entry, so the answer is exact. One reduction per tensor
+    instead of :func:`all_finite`'s elementwise test (five kernels on a CPU) for the common, finite case.
     """
     with torch.no_grad():
-        total = sum(leaf.sum() for leaf in leaves(y))
-    return bool(torch.isfinite(total)) or bool(all_finite(y))
+        total = sum(leaf.sum() for state in states for leaf in leaves(state))
+    return bool(torch.isfinite(total)) or all(bool(all_finite(state)) for state in states)
 
 
 def describe(y: State) -> str:

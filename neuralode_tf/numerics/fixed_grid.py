@@ -40,7 +40,7 @@ import torch
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint as _checkpoint
 
-from ._state import State, axpy, check_like
+from ._state import State, axpy, check_like, leaves
 from .tableaus import ButcherTableau
 
 __all__ = ["SPLITTING_SCHEMES", "rk_step", "splitting_step", "integrate"]
@@ -132,8 +132,7 @@ def integrate(first_step: Step, step: Step, y0: State, grid: list[list[float]], 
         pairs = list(zip(interval[:-1], interval[1:]))
         for j, (t, t_next) in enumerate(pairs):
             plan.append((step if plan else first_step, t, t_next - t, j == len(pairs) - 1))
-    leaves = y0 if isinstance(y0, tuple) else (y0,)
-    if not checkpoint or leaves[0].device.type == "xla":  # torch_xla's checkpoint takes no nesting: per step
+    if not checkpoint or leaves(y0)[0].device.type == "xla":  # torch_xla's checkpoint takes no nesting: per step
         return [y0, *_march(plan, y0, checkpoint=checkpoint)[1]]
     return [y0, *_bisected(plan, y0)[1]]
 
@@ -155,10 +154,8 @@ def _bisected(plan: list[tuple[Step, float, float, bool]], y: State) -> tuple[St
         return _march(plan, y, checkpoint=True)
     ends: list[State] = []
     for half in (plan[: len(plan) // 2], plan[len(plan) // 2 :]):
-        if len(half) == 1:
-            y, half_ends = _march(half, y, checkpoint=True)
-        else:
-            y, half_ends = _checkpoint(_bisected, half, y, use_reentrant=False)
+        # A single step is checkpointed by _march already; checkpointing it twice would recompute it twice.
+        y, half_ends = _bisected(half, y) if len(half) == 1 else _checkpoint(_bisected, half, y, use_reentrant=False)
         ends.extend(half_ends)
     return y, ends
 
@@ -169,10 +166,10 @@ def _checkpointed(fn: Step, t: float, h: float, y: State) -> State:
     torch's checkpoint does not know XLA devices, so there torch_xla's (reentrant) variant runs,
     with the tensors of a tuple state passed one by one as it requires.
     """
-    leaves = y if isinstance(y, tuple) else (y,)
-    if leaves[0].device.type != "xla":
+    tensors = leaves(y)
+    if tensors[0].device.type != "xla":
         return _checkpoint(fn, t, h, y, use_reentrant=False)
-    if not any(leaf.requires_grad for leaf in leaves):
+    if not any(leaf.requires_grad for leaf in tensors):
         # A reentrant checkpoint whose inputs need no gradient would drop the parameters' gradients.
         return fn(t, h, y)
     from torch_xla.utils.checkpoint import checkpoint as xla_checkpoint
@@ -180,4 +177,4 @@ def _checkpointed(fn: Step, t: float, h: float, y: State) -> State:
     def flat(*tensors: Tensor) -> State:
         return fn(t, h, tuple(tensors) if isinstance(y, tuple) else tensors[0])
 
-    return xla_checkpoint(flat, *leaves)
+    return xla_checkpoint(flat, *tensors)

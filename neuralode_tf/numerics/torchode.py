@@ -119,7 +119,7 @@ def _unstack(ys: State):
 
 def _solve_piece(
     counting: CountingField, y0: State, t: list[float], settings: dict[str, Any], left_limit: bool = False
-) -> State:
+) -> tuple[State, Tensor]:
     """One torchode solve over ``t`` with :func:`solve_torchode`'s ``settings`` (``dt0`` a number or a
     per-sample tensor). Returns the states at ``t`` stacked along dim 0 and the mean accepted step of
     each sample. With ``left_limit``, the field sees no time beyond the left limit of ``t[-1]``."""
