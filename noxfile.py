@@ -69,14 +69,17 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(reuse_venv=True)
 def tests_gpu(session: nox.Session) -> None:
-    """Portable and GPU tests on CUDA (skips when there is no CUDA GPU)."""
+    """The whole suite with CUDA as the device under test (skips when there is no CUDA GPU).
+
+    Tests that take the ``device`` fixture run on CUDA; ``cpu_only`` tests are skipped with their reason.
+    """
     if shutil.which("nvidia-smi") is None:
         session.skip("no NVIDIA GPU: nvidia-smi not found")
     _install(session, "-e", ".[dev,vision,graph,data]")
     has_cuda = session.run(_python(session), "-c", "import torch; print(torch.cuda.is_available())", silent=True)
     if not isinstance(has_cuda, str) or has_cuda.strip().splitlines()[-1] != "True":
         session.skip("torch.cuda.is_available() is False in this environment")
-    _pytest(session, "-m", "portable or gpu", "tests", env={"NEURALODE_TF_TEST_DEVICE": "cuda"})
+    _pytest(session, "tests", env={"NEURALODE_TF_TEST_DEVICE": "cuda"})
 
 
 def _pjrt_device() -> str:
@@ -94,9 +97,11 @@ def _pjrt_device() -> str:
 
 @nox.session(reuse_venv=True)
 def tests_tpu(session: nox.Session) -> None:
-    """Portable tests on an XLA device: a TPU if present, else XLA's CPU backend (PJRT_DEVICE=CPU).
+    """The whole suite with an XLA device under test: a TPU if present, else XLA's CPU backend (PJRT_DEVICE=CPU).
 
-    Needs its own virtualenv with torch 2.9 + torch_xla 2.9 (not the project's main torch).
+    Tests that take the ``device`` fixture run on XLA; ``cpu_only`` tests, and tests that need an op
+    XLA does not lower, are skipped with the reason. Needs its own virtualenv with torch 2.9 + torch_xla
+    2.9 (not the project's main torch).
     """
     pjrt = _pjrt_device()
     if _no_venv(session):
@@ -116,7 +121,7 @@ def tests_tpu(session: nox.Session) -> None:
     else:
         xla = f"torch_xla[tpu]=={TORCH_XLA_VERSION}" if pjrt == "TPU" else f"torch_xla=={TORCH_XLA_VERSION}"
         # One resolver call so that -e . (torch>=2.9) cannot pull a newer torch than torch_xla allows.
-        session.install(f"torch=={TORCH_FOR_XLA}", xla, "-e", ".", "pytest", "scipy")
+        session.install(f"torch=={TORCH_FOR_XLA}", xla, "-e", ".[dev,vision,graph,data]")
     env = {"NEURALODE_TF_TEST_DEVICE": "xla", "PJRT_DEVICE": pjrt}
     session.log(f"PJRT_DEVICE={pjrt}")
     # Fail early, with a short message, if torch_xla cannot run at all here.
@@ -128,7 +133,7 @@ def tests_tpu(session: nox.Session) -> None:
         "'check', torch.ones(3, device=d).sum().item())",
         env=env,
     )
-    _pytest(session, "-m", "portable", "tests", env=env)
+    _pytest(session, "tests", env=env)
 
 
 def _notebook_dirs() -> list[Path]:

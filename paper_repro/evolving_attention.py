@@ -14,7 +14,7 @@
 # | claim | paper | status here |
 # |---|---|---|
 # | Table 5: parameters of Transformer-Lite / -Base and their EA versions | 2.48M → 2.49M; 44.14M → 44.15M | **exact** |
-# | Table 5: FLOPs on a 30 + 30-token pair | 158.31M → 163.46M; 2.68G → 2.70G | **exact** for the vanilla models; EA overhead compared |
+# | Table 5: FLOPs on a 30 + 30-token pair | 158.31M → 163.46M; 2.68G → 2.70G | **exact** for vanilla Base (2.68G); vanilla Lite 157.82M, 0.31% under (HAT's profiler also counts norms and element-wise products); EA overhead compared |
 # | Table 2: ImageNet ablations (AA-ResNet-34) | EA +0.9; w/o conv, w/o skip ≈ vanilla; 1x1 < 3x3 ≈ 5x5 | **reduced**: ViT on digits |
 # | Table 4: GLUE ablations (BERT-Base, CoLA) | EA +3.2; w/o conv −6.3, w/o skip −5.5 vs vanilla | **reduced**: text classifier on tweets |
 # | Table 6: translation ablations (IWSLT'14 De-En) | EA +0.6 BLEU; 1x1 below vanilla | **not here** (no offline parallel corpus) |
@@ -55,7 +55,8 @@ print(f"neuralode_tf {neuralode_tf.__version__}, torch {torch.__version__}, FULL
 # ## Table 5: extra parameters and FLOPs (exact)
 #
 # Parameters without embeddings and the output softmax; FLOPs of one 30-token source and target pair,
-# matrix products and convolutions counted by PyTorch's `FlopCounterMode` (2 per multiply-add), the
+# matrix products, attention and convolutions counted by `neuralode_tf.flops.seq2seq_flops` from explicit
+# formulas (2 per multiply-add, the same on every torch build), the
 # output projection left out. EA convolutions in the encoder, 8 heads, 3x3 (§4.3).
 
 
@@ -74,7 +75,7 @@ for name, (p0, p1, f0, f1) in table5.items():
     )
     assert p1 - p0 == 6 * (8 * 8 * 9 + 8)  # six encoder convolutions, 8 -> 8 channels, 3x3, with bias
     assert abs(p0 - q0) <= 0.005e6 and abs(p1 - q1) <= 0.006e6  # the paper's counts, to the digits it prints
-    assert abs(f0 - g0) / g0 < 0.01  # the vanilla FLOPs to 1%
+    assert abs(f0 - g0) / g0 < 0.0035  # Base rounds to the paper's 2.68G; Lite is 0.31% under 158.31M
 print(
     "disagrees: our EA FLOP overhead is larger than the paper's; the convolutions alone add about the paper's "
     "figure, and the ODE form computes the first block's scores once more, for its initial logit map"

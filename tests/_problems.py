@@ -14,4 +14,6 @@ def transformer_field(dim: int = 16, heads: int = 2, dtype: torch.dtype = torch.
 
 
 def tokens(batch: int = 2, n: int = 8, dim: int = 16, dtype: torch.dtype = torch.float64, device="cpu") -> torch.Tensor:
-    return torch.randn(batch, n, dim, dtype=dtype, device=device)
+    """Random tokens drawn on the CPU, then moved: the same values on every device under test (each
+    device's generator draws its own numbers), so tolerances tuned on the CPU hold everywhere."""
+    return torch.randn(batch, n, dim, dtype=dtype).to(device)

@@ -1,8 +1,17 @@
-"""Test configuration: the device under test and the `portable` marker.
+"""Test configuration: the device under test, and which tests run on it.
 
-Tests that take the ``device`` fixture are device-agnostic: they are marked ``portable`` and run
-on the device named by ``NEURALODE_TF_TEST_DEVICE`` (``cpu`` by default, ``cuda`` in the
-``tests_gpu`` nox session, ``xla`` in ``tests_tpu``).
+Every test declares where it can run:
+
+* a test that takes the ``device`` fixture is device-agnostic: it is marked ``portable`` and runs on
+  the device named by ``NEURALODE_TF_TEST_DEVICE`` (``cpu`` by default, ``cuda`` in the ``tests_gpu``
+  nox session, ``xla`` in ``tests_tpu``). It builds its modules and tensors on ``device`` (or moves
+  them there), so that library code which forgets a ``device=`` fails it;
+* a test marked ``cpu_only("why")`` measures or drives something only the CPU has (process memory,
+  signals to a subprocess, file readers, the CLI). Under another device it is skipped with that
+  reason, so the device sessions list what they did not run and why.
+
+A test that does neither is a collection error. Under a device session, the end of the run prints
+how many tests ran on the device.
 """
 
 from __future__ import annotations
@@ -36,11 +45,23 @@ def device() -> torch.device:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    undeclared = []
     for item in items:
+        cpu_only = item.get_closest_marker("cpu_only")
         if "device" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.portable)
+        elif cpu_only is not None:
+            reason = cpu_only.args[0] if cpu_only.args else cpu_only.kwargs.get("reason", "")
+            if not reason:
+                undeclared.append(f"{item.nodeid}: cpu_only needs a reason")
+            elif DEVICE != "cpu":
+                item.add_marker(pytest.mark.skip(reason=f"CPU only: {reason}"))
+        else:
+            undeclared.append(f"{item.nodeid}: takes no `device` fixture and is not marked cpu_only(reason)")
         if item.get_closest_marker("gpu") and not torch.cuda.is_available():
             item.add_marker(pytest.mark.skip(reason="needs a CUDA device"))
+    if undeclared:
+        raise pytest.UsageError("every test declares where it runs:\n  " + "\n  ".join(undeclared))
 
 
 @pytest.fixture(autouse=True)
@@ -50,3 +71,19 @@ def _seed() -> None:
 
 def pytest_report_header(config: pytest.Config) -> str:
     return f"neuralode_tf device under test: {DEVICE} (NEURALODE_TF_TEST_DEVICE)"
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """Under a device session: how many of the collected tests ran (passed) on the device."""
+    if DEVICE == "cpu":
+        return
+    stats = terminalreporter.stats
+    passed = len([r for r in stats.get("passed", []) if r.when == "call"])
+    skipped = len(stats.get("skipped", []))
+    failed = len([r for r in stats.get("failed", []) if r.when == "call"])
+    total = terminalreporter._numcollected
+    share = 100.0 * passed / total if total else 0.0
+    terminalreporter.write_line(
+        f"device coverage on {DEVICE}: {passed} of {total} tests passed on the device ({share:.0f}%), "
+        f"{skipped} skipped (reasons above), {failed} failed"
+    )

@@ -16,10 +16,10 @@ def max_abs(a, b) -> float:
     return (a - b).abs().max().item()
 
 
-@pytest.fixture(scope="module")
-def problem():
+@pytest.fixture
+def problem(device):
     torch.manual_seed(1)
-    return transformer_field(), tokens(batch=3)
+    return transformer_field(device=device), tokens(batch=3, device=device)
 
 
 @pytest.mark.parametrize("method", ["euler", "midpoint", "heun", "rk4_38"])
@@ -56,7 +56,7 @@ def test_adaptive_backends_agree_with_the_reference(problem):
         assert max_abs(ys, reference) <= 1e-7, name
 
 
-def test_per_sample_solving_is_independent_of_the_rest_of_the_batch():
+def test_per_sample_solving_is_independent_of_the_rest_of_the_batch(device):
     """torchode's per-sample steps: a sample's solution does not depend on the batch it is in."""
 
     class Rates(nn.Module):
@@ -68,10 +68,11 @@ def test_per_sample_solving_is_independent_of_the_rest_of_the_batch():
             rates = self.rates if y.shape[0] == 2 else self.rates.reshape(-1)[: y.shape[0]]
             return -rates * torch.sin(y)
 
-    y0 = torch.ones(2, 4, dtype=torch.float64)
-    per = solve(Rates(), y0, [0.0, 2.0], method="dopri5", backend="torchode", rtol=1e-6, atol=1e-9)
-    joint = solve(Rates(), y0, [0.0, 2.0], method="dopri5", backend="torchode", per_sample=False, rtol=1e-6, atol=1e-9)
-    alone = solve(Rates(), y0[:1], [0.0, 2.0], method="dopri5", backend="torchode", rtol=1e-6, atol=1e-9)
+    rates = Rates().to(device)
+    y0 = torch.ones(2, 4, dtype=torch.float64, device=device)
+    per = solve(rates, y0, [0.0, 2.0], method="dopri5", backend="torchode", rtol=1e-6, atol=1e-9)
+    joint = solve(rates, y0, [0.0, 2.0], method="dopri5", backend="torchode", per_sample=False, rtol=1e-6, atol=1e-9)
+    alone = solve(rates, y0[:1], [0.0, 2.0], method="dopri5", backend="torchode", rtol=1e-6, atol=1e-9)
     assert max_abs(per.ys, joint.ys) <= 1e-6
     assert max_abs(per.ys[:, :1], alone.ys) == 0.0
     assert max_abs(joint.ys[:, :1], alone.ys) > 0.0
@@ -94,14 +95,22 @@ class _Augmented(nn.Module):
 def _tuple_solve(field, x, **kwargs):
     """States and d(x(1).sum() + e(1).sum())/dx(0) of the augmented solve."""
     x = x.detach().requires_grad_()
-    e0 = torch.zeros(x.shape[0], dtype=x.dtype)
+    e0 = torch.zeros(x.shape[0], dtype=x.dtype, device=x.device)
     xs, es = solve(_Augmented(field), (x, e0), TIMES, **kwargs).ys
     return xs, es, torch.autograd.grad(es[-1].sum() + xs[-1].sum(), x)[0]
 
 
 @pytest.fixture(scope="module")
-def tuple_reference(problem):
-    return _tuple_solve(*problem, method="rk4", steps=100)
+def _references() -> dict:
+    return {}
+
+
+@pytest.fixture
+def tuple_reference(problem, _references):
+    """Computed once per module: ``problem`` is rebuilt from the same seed for every test."""
+    if "tuple" not in _references:
+        _references["tuple"] = _tuple_solve(*problem, method="rk4", steps=100)
+    return _references["tuple"]
 
 
 @pytest.mark.parametrize(
@@ -144,9 +153,9 @@ def test_solution_records_times_and_final_state(problem):
     assert solution.stats.n_accepted == 5 and solution.stats.nfe == 5
 
 
-def test_torchode_backsolve_with_a_float32_state():
-    field = transformer_field(dtype=torch.float32)
-    x = tokens(dtype=torch.float32).requires_grad_()
+def test_torchode_backsolve_with_a_float32_state(device):
+    field = transformer_field(dtype=torch.float32, device=device)
+    x = tokens(dtype=torch.float32, device=device).requires_grad_()
     solve(
         field, x, [0.0, 1.0], method="dopri5", backend="torchode", adjoint="adjoint", rtol=1e-5, atol=1e-5
     ).y1.sum().backward()
@@ -154,14 +163,14 @@ def test_torchode_backsolve_with_a_float32_state():
 
 
 @pytest.mark.parametrize("per_sample", [False, True])
-def test_torchode_solves_piecewise_between_the_jumps_of_a_weight_shared_field(per_sample):
+def test_torchode_solves_piecewise_between_the_jumps_of_a_weight_shared_field(per_sample, device):
     """Layer boundaries are discontinuities: stepping over them costs torchode 30x in accuracy
     (6e-6 at rtol 1e-8); solving piece by piece, as torchdiffeq's jump_t does, keeps it under 1e-6."""
     from neuralode_tf.models import transformer_field as stack_field
 
     torch.manual_seed(0)
-    field = stack_field(16, 4, 2, field="parallel").double()
-    x = torch.randn(3, 5, 16, dtype=torch.float64)
+    field = stack_field(16, 4, 2, field="parallel").double().to(device)
+    x = torch.randn(3, 5, 16, dtype=torch.float64).to(device)
     reference = solve(field, x, [0.0, 1.5, 4.0], method="rk4", steps=4000).ys
     solution = solve(
         field, x, [0.0, 1.5, 4.0], method="dopri5", backend="torchode", per_sample=per_sample, rtol=1e-8, atol=1e-8
@@ -181,7 +190,7 @@ class _Constant(torch.nn.Module):
 
 @pytest.mark.parametrize("per_sample", [False, True])
 @pytest.mark.parametrize("method", ["dopri5", "tsit5"])
-def test_torchode_pieces_see_their_own_parameters_up_to_the_jump(method, per_sample):
+def test_torchode_pieces_see_their_own_parameters_up_to_the_jump(method, per_sample, device):
     """dy/dt = c_k on [k, k+1): Runge-Kutta is exact on each piece, provided a stage at the end of a
     step that lands on a jump takes the left limit (torchdiffeq's perturb). Taking the next piece's
     value there made torchode reject and shrink steps at every jump (182 vs 86 evaluations on a
@@ -189,7 +198,7 @@ def test_torchode_pieces_see_their_own_parameters_up_to_the_jump(method, per_sam
     from neuralode_tf.fields import WeightSharedField
 
     field = WeightSharedField([_Constant(c) for c in (1.0, 10.0, 100.0)], depth=3.0)
-    x = torch.zeros(2, 3, dtype=torch.float64)
+    x = torch.zeros(2, 3, dtype=torch.float64, device=device)
     solution = solve(field, x, [0.0, 3.0], method=method, backend="torchode", per_sample=per_sample)
     assert (solution.y1 - 111.0).abs().max().item() <= 1e-12
     assert solution.stats.n_rejected == 0

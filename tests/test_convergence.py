@@ -32,11 +32,18 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def problem():
+def _references() -> dict:
+    return {}
+
+
+@pytest.fixture
+def problem(device, _references):
+    """The field, tokens and reference solution on ``device``; the reference is solved once per module."""
     torch.manual_seed(0)
-    field, x = transformer_field(), tokens()
-    reference = solve(field, x, [0.0, 1.0], method="dopri5", rtol=1e-10, atol=1e-10).y1
-    return field, x, reference
+    field, x = transformer_field(device=device), tokens(device=device)
+    if "y1" not in _references:
+        _references["y1"] = solve(field, x, [0.0, 1.0], method="dopri5", rtol=1e-10, atol=1e-10).y1
+    return field, x, _references["y1"]
 
 
 def fitted_order(step_sizes: list[float], errors: list[float]) -> float:

@@ -31,6 +31,10 @@ from neuralode_tf.data import (
     tokenize,
 )
 
+pytestmark = pytest.mark.cpu_only(
+    "data sets are read and generated on the CPU (a DataLoader's side); the models' tests move batches to the device"
+)
+
 
 def assert_same(a: data.Splits, b: data.Splits) -> None:
     for split_a, split_b in ((a.train, b.train), (a.test, b.test)):

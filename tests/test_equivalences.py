@@ -56,25 +56,25 @@ def test_parallel_field_euler_step_is_the_parallel_block(device):
     assert max_abs(y, x + attn(x) + mlp(x)) <= TOL
 
 
-def test_split_field_as_a_plain_field_is_the_sum_of_its_parts():
-    attn, mlp = AttentionBranch(16, 2), MLPBranch(16)
-    x = torch.randn(2, 4, 16)
+def test_split_field_as_a_plain_field_is_the_sum_of_its_parts(device):
+    attn, mlp = AttentionBranch(16, 2).to(device), MLPBranch(16).to(device)
+    x = torch.randn(2, 4, 16, device=device)
     assert max_abs(SplitField(attn, mlp)(torch.tensor(0.0), x), attn(x) + mlp(x)) == 0.0
 
 
-def test_parallel_field_is_not_splittable():
-    field = ParallelField(AttentionBranch(8, 2), MLPBranch(8))
+def test_parallel_field_is_not_splittable(device):
+    field = ParallelField(AttentionBranch(8, 2), MLPBranch(8)).to(device)
     with pytest.raises(ValueError, match="no non-empty `parts`"):
-        solve(field, torch.randn(1, 3, 8), [0.0, 1.0], method="lie_trotter", steps=1)
+        solve(field, torch.randn(1, 3, 8, device=device), [0.0, 1.0], method="lie_trotter", steps=1)
 
 
 @pytest.mark.parametrize("num_sets", [12, 6, 4, 3, 2, 1])
-def test_weight_shared_stack_is_the_discrete_stack(num_sets):
+def test_weight_shared_stack_is_the_discrete_stack(num_sets, device):
     """Zhong et al. Table 1: 12 parallel layers from `num_sets` independent parameter sets."""
     depth = 12
-    layers = [ParallelField(AttentionBranch(16, 2), MLPBranch(16)) for _ in range(num_sets)]
+    layers = [ParallelField(AttentionBranch(16, 2), MLPBranch(16)).to(device) for _ in range(num_sets)]
     field = WeightSharedField(layers, depth=depth)
-    x = torch.randn(2, 6, 16)
+    x = torch.randn(2, 6, 16, device=device)
     ref = x
     for m in range(depth):
         layer = layers[m // (depth // num_sets)]
@@ -85,12 +85,12 @@ def test_weight_shared_stack_is_the_discrete_stack(num_sets):
     assert sum(p.numel() for p in field.parameters()) == num_sets * per_layer
 
 
-def test_weight_shared_split_stack_with_rk4_stays_in_each_set():
+def test_weight_shared_split_stack_with_rk4_stays_in_each_set(device):
     """RK4 evaluates its last stage at the step's end, which is the next set's start: the left
     limit keeps it in the current set, so a step of the stack equals a step of its own layer."""
-    layers = [SplitField(AttentionBranch(8, 2), MLPBranch(8)) for _ in range(2)]
+    layers = [SplitField(AttentionBranch(8, 2), MLPBranch(8)).to(device) for _ in range(2)]
     field = WeightSharedField(layers, depth=2)
-    x = torch.randn(1, 4, 8)
+    x = torch.randn(1, 4, 8, device=device)
     y = solve(field, x, [0.0, 1.0, 2.0], method="rk4", steps=2).ys
     first = solve(layers[0], x, [0.0, 1.0], method="rk4", steps=1).y1
     second = solve(layers[1], first, [1.0, 2.0], method="rk4", steps=1).y1
@@ -104,43 +104,43 @@ def test_weight_shared_split_stack_with_rk4_stays_in_each_set():
     assert max_abs(z, h) <= TOL
 
 
-def test_continuous_depth_defaults_to_one_euler_step_per_unit_time():
-    attn, mlp = AttentionBranch(16, 2), MLPBranch(16)
+def test_continuous_depth_defaults_to_one_euler_step_per_unit_time(device):
+    attn, mlp = AttentionBranch(16, 2).to(device), MLPBranch(16).to(device)
     model = ContinuousDepth(SplitField(attn, mlp), method="lie_trotter")
-    x = torch.randn(2, 5, 16)
+    x = torch.randn(2, 5, 16, device=device)
     h = x + attn(x)
     assert max_abs(model(x), h + mlp(h)) <= TOL
     assert model.stats.nfe == 2 and model.stats.n_accepted == 1
 
 
-def test_timm_block_lie_trotter_step_equals_the_block():
+def test_timm_block_lie_trotter_step_equals_the_block(device):
     vit = pytest.importorskip("timm.models.vision_transformer")
-    block = vit.Block(dim=48, num_heads=3, init_values=0.1).eval()
-    x = torch.randn(2, 17, 48)
+    block = vit.Block(dim=48, num_heads=3, init_values=0.1).eval().to(device)
+    x = torch.randn(2, 17, 48, device=device)
     field = SplitField(*timm_block_branches(block))
     with torch.no_grad():
         y = solve(field, x, [0.0, 1.0], method="lie_trotter", steps=1).y1
         assert max_abs(y, block(x)) <= TOL
 
 
-def test_timm_adapter_rejects_other_blocks():
+def test_timm_adapter_rejects_other_blocks(device):
     with pytest.raises(TypeError, match="not a timm Block"):
-        timm_block_branches(torch.nn.Linear(3, 3))
+        timm_block_branches(torch.nn.Linear(3, 3, device=device))
 
 
-def test_rk4_38_matches_torchdiffeq_rk4():
-    field = SplitField(AttentionBranch(16, 2), MLPBranch(16)).double()
-    x = torch.randn(2, 6, 16, dtype=torch.float64)
+def test_rk4_38_matches_torchdiffeq_rk4(device):
+    field = SplitField(AttentionBranch(16, 2), MLPBranch(16)).double().to(device)
+    x = torch.randn(2, 6, 16, dtype=torch.float64, device=device)
     ours = solve(field, x, [0.0, 0.5, 1.0], method="rk4_38", steps=6).ys
     theirs = solve(field, x, [0.0, 0.5, 1.0], method="rk4", steps=6, backend="torchdiffeq").ys
     assert max_abs(ours, theirs) <= 1e-12
 
 
-def test_weight_shared_stack_adaptive_solve_steps_onto_the_jumps():
-    layers = [SplitField(AttentionBranch(8, 2), MLPBranch(8)).double() for _ in range(3)]
+def test_weight_shared_stack_adaptive_solve_steps_onto_the_jumps(device):
+    layers = [SplitField(AttentionBranch(8, 2), MLPBranch(8)).double().to(device) for _ in range(3)]
     field = WeightSharedField(layers, depth=3)
     assert field.jump_times == [1.0, 2.0]
-    x = torch.randn(1, 4, 8, dtype=torch.float64)
+    x = torch.randn(1, 4, 8, dtype=torch.float64, device=device)
     tight = dict(method="dopri5", rtol=1e-10, atol=1e-10)
     piecewise = x
     for j, layer in enumerate(layers):
@@ -148,12 +148,12 @@ def test_weight_shared_stack_adaptive_solve_steps_onto_the_jumps():
     assert max_abs(solve(field, x, [0.0, 3.0], **tight).y1, piecewise) <= 1e-8
 
 
-def test_weight_shared_stack_with_per_sample_times():
+def test_weight_shared_stack_with_per_sample_times(device):
     """torchode passes one time per sample; each parameter set runs on the samples in its piece."""
-    layers = [SplitField(AttentionBranch(8, 2), MLPBranch(8)).double() for _ in range(2)]
+    layers = [SplitField(AttentionBranch(8, 2), MLPBranch(8)).double().to(device) for _ in range(2)]
     field = WeightSharedField(layers, depth=2)
-    x = torch.randn(3, 4, 8, dtype=torch.float64)
-    t = torch.tensor([0.5, 1.5, 0.2], dtype=torch.float64)
+    x = torch.randn(3, 4, 8, dtype=torch.float64, device=device)
+    t = torch.tensor([0.5, 1.5, 0.2], dtype=torch.float64, device=device)
     out = field(t, x)
     assert torch.equal(out[0], layers[0](None, x[:1])[0]) and torch.equal(out[1], layers[1](None, x[1:2])[0])
     per_sample = solve(field, x, [0.0, 2.0], method="dopri5", backend="torchode", rtol=1e-9, atol=1e-9).y1

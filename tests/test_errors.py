@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -63,7 +64,8 @@ class Wrong(nn.Module):
         return self.change(y)
 
 
-Y0 = torch.ones(2, 3)
+def _y0(device) -> torch.Tensor:
+    return torch.ones(2, 3, device=device)
 
 
 @pytest.mark.parametrize(
@@ -78,9 +80,10 @@ Y0 = torch.ones(2, 3)
         (["a", "b"], "1-D sequence of numbers"),
     ],
 )
-def test_bad_times(t, match):
+def test_bad_times(t, match, device):
+    t = t.to(device) if isinstance(t, torch.Tensor) else t
     with pytest.raises(InvalidTimesError, match=match):
-        solve(Linear(), Y0, t, method="euler", steps=1)
+        solve(Linear().to(device), _y0(device), t, method="euler", steps=1)
 
 
 @pytest.mark.parametrize(
@@ -91,35 +94,38 @@ def test_bad_times(t, match):
         (torch.ones(3, dtype=torch.long), "floating point"),
     ],
 )
-def test_bad_state(y0, match):
+def test_bad_state(y0, match, device):
+    y0 = y0.to(device) if isinstance(y0, torch.Tensor) else y0
     with pytest.raises(InvalidStateError, match=match):
-        solve(Linear(), y0, [0.0, 1.0], method="euler", steps=1)
+        solve(Linear().to(device), y0, [0.0, 1.0], method="euler", steps=1)
 
 
 @pytest.mark.parametrize("backend", ["builtin", "torchdiffeq", "torchode"])
 @pytest.mark.parametrize(
     "change, match",
     [
-        (lambda y: y[..., :2], r"returned \(2, 2\) torch.float32 on cpu, but the state is \(2, 3\)"),
+        (lambda y: y[..., :2], r"returned \(2, 2\) torch.float32 on {device}, but the state is \(2, 3\)"),
         (lambda y: y.double(), "torch.float64"),
         (lambda y: (y, y), "returned \\(\\(2, 3\\)"),
     ],
 )
-def test_field_output_mismatch(backend, change, match):
+def test_field_output_mismatch(backend, change, match, device):
+    y0 = _y0(device)
+    match = match.replace("{device}", re.escape(str(y0.device)))  # the message names the device: cpu, xla:0, cuda:0
     with pytest.raises(FieldOutputError, match=match):
-        solve(Wrong(change), Y0, [0.0, 1.0], method="euler", steps=2, backend=backend)
+        solve(Wrong(change), y0, [0.0, 1.0], method="euler", steps=2, backend=backend)
 
 
-def test_field_output_mismatch_in_a_tuple_state():
+def test_field_output_mismatch_in_a_tuple_state(device):
     field = Wrong(lambda y: (y[0], y[1][:1]))
     with pytest.raises(FieldOutputError, match="same structure"):
-        solve(field, (Y0, torch.ones(2)), [0.0, 1.0], method="rk4", steps=1)
+        solve(field, (_y0(device), torch.ones(2, device=device)), [0.0, 1.0], method="rk4", steps=1)
 
 
-def test_split_part_output_mismatch_names_the_part():
-    field = SplitField(MLPBranch(3), Wrong(lambda y: y[..., :1]))
+def test_split_part_output_mismatch_names_the_part(device):
+    field = SplitField(MLPBranch(3), Wrong(lambda y: y[..., :1])).to(device)
     with pytest.raises(FieldOutputError, match="part 1 of the split field"):
-        solve(field, Y0, [0.0, 1.0], method="lie_trotter", steps=1)
+        solve(field, _y0(device), [0.0, 1.0], method="lie_trotter", steps=1)
 
 
 @pytest.mark.parametrize(
@@ -148,77 +154,83 @@ def test_split_part_output_mismatch_names_the_part():
         (dict(method="strang", steps=1, substep="rk9"), r"unknown substep 'rk9'; valid: 'euler'"),
     ],
 )
-def test_bad_configuration(kwargs, match):
-    field = SplitField(MLPBranch(3))
+def test_bad_configuration(kwargs, match, device):
+    field = SplitField(MLPBranch(3)).to(device)
     with pytest.raises(SolverConfigError, match=match):
-        solve(field, Y0, [0.0, 1.0], **kwargs)
+        solve(field, _y0(device), [0.0, 1.0], **kwargs)
 
 
 @pytest.mark.parametrize("method", ["lie_trotter", "strang"])
-def test_splitting_needs_parts(method):
+def test_splitting_needs_parts(method, device):
     with pytest.raises(SolverConfigError, match="has no non-empty `parts`"):
-        solve(Linear(), Y0, [0.0, 1.0], method=method, steps=1)
+        solve(Linear().to(device), _y0(device), [0.0, 1.0], method=method, steps=1)
     with pytest.raises(SolverConfigError, match="ParallelField has no non-empty `parts`"):
-        solve(ParallelField(MLPBranch(3)), Y0, [0.0, 1.0], method=method, steps=1)
+        solve(ParallelField(MLPBranch(3)).to(device), _y0(device), [0.0, 1.0], method=method, steps=1)
 
 
 @pytest.mark.parametrize("backend, method", [("torchdiffeq", "dopri5"), ("torchode", "dopri5"), ("torchode", "tsit5")])
-def test_max_steps(backend, method):
+def test_max_steps(backend, method, device):
     with pytest.raises(MaxStepsExceededError, match=r"max_steps=5.* after \d+ evaluations"):
-        solve(Linear(), Y0, [0.0, 10.0], method=method, backend=backend, max_steps=5, rtol=1e-9, atol=1e-9)
+        field, y0 = Linear().to(device), _y0(device)
+        solve(field, y0, [0.0, 10.0], method=method, backend=backend, max_steps=5, rtol=1e-9, atol=1e-9)
 
 
 @pytest.mark.parametrize("backend", ["torchdiffeq", "torchode"])
-def test_step_size_underflow_or_blowup_is_reported(backend):
+def test_step_size_underflow_or_blowup_is_reported(backend, device):
     """dy/dt = y² from y0=1 blows up at t=1: the adaptive solve either underflows its step or
     produces Inf; either way the error says when."""
+    y0 = torch.ones(1, 1, dtype=torch.float64, device=device)
     with pytest.raises((StepSizeUnderflowError, NonFiniteStateError, MaxStepsExceededError), match=r"t=0\.99|t=1"):
-        solve(Blowup(), torch.ones(1, 1, dtype=torch.float64), [0.0, 2.0], method="dopri5", backend=backend)
+        solve(Blowup(), y0, [0.0, 2.0], method="dopri5", backend=backend)
 
 
-def test_step_size_underflow_gives_time_and_evaluations():
+def test_step_size_underflow_gives_time_and_evaluations(device):
+    y0 = torch.zeros(1, dtype=torch.float64, device=device)
     with pytest.raises(StepSizeUnderflowError, match=r"underflowed at t=1 after \d+ evaluations"):
-        solve(Chattering(), torch.zeros(1, dtype=torch.float64), [1.0, 2.0], method="dopri5", rtol=1e-9, atol=1e-9)
+        solve(Chattering(), y0, [1.0, 2.0], method="dopri5", rtol=1e-9, atol=1e-9)
 
 
-def test_nan_in_fixed_grid_solve_names_time_and_step():
+def test_nan_in_fixed_grid_solve_names_time_and_step(device):
     # dy/dt = y² from y0 = 1 with Euler h = 0.5 goes 1, 1.5, 2.6, 6.0, 24, 316, 5e4, 1.2e9, 8e17,
     # 3e35, Inf in float32: the 10th step overflows.
     with pytest.raises(NonFiniteStateError, match=r"at t=4\.5, step 10 \(evaluation 10\)"):
-        solve(Blowup(), torch.ones(1), [0.0, 10.0], method="euler", step_size=0.5)
+        solve(Blowup(), torch.ones(1, device=device), [0.0, 10.0], method="euler", step_size=0.5)
 
 
-def test_nan_in_split_solve_counts_part_evaluations():
-    field = SplitField(Blowup(), Linear(rate=0.0))
+def test_nan_in_split_solve_counts_part_evaluations(device):
+    field = SplitField(Blowup(), Linear(rate=0.0)).to(device)
     with pytest.raises(NonFiniteStateError, match=r"step 10 \(evaluation 19\)"):
-        solve(field, torch.ones(1), [0.0, 10.0], method="lie_trotter", step_size=0.5)
+        solve(field, torch.ones(1, device=device), [0.0, 10.0], method="lie_trotter", step_size=0.5)
 
 
-def test_a_finite_solution_whose_sum_overflows_is_not_an_error():
+def test_a_finite_solution_whose_sum_overflows_is_not_an_error(device):
     """The finiteness check sums the solution (NaN and Inf propagate) and re-checks entry by entry
     when the sum overflows: large but finite states pass."""
-    y0 = torch.full((4,), 3e38)  # float32: the sum of the entries overflows to Inf
-    solution = solve(Linear(rate=0.0), y0, [0.0, 1.0], method="euler", steps=1)
+    y0 = torch.full((4,), 3e38, device=device)  # float32: the sum of the entries overflows to Inf
+    solution = solve(Linear(rate=0.0).to(device), y0, [0.0, 1.0], method="euler", steps=1)
     assert torch.equal(solution.y1, y0)
-    augmented = solve(lambda t, y: (y[0] * 0, y[1] * 0), (y0, torch.ones(2)), [0.0, 1.0], method="euler", steps=1)
+    state = (y0, torch.ones(2, device=device))
+    augmented = solve(lambda t, y: (y[0] * 0, y[1] * 0), state, [0.0, 1.0], method="euler", steps=1)
     assert torch.equal(augmented.y1[0], y0)
 
 
-def test_nan_in_initial_state():
-    y0 = torch.tensor([1.0, math.nan])
+def test_nan_in_initial_state(device):
+    y0 = torch.tensor([1.0, math.nan], device=device)
     with pytest.raises(NonFiniteStateError, match="initial state y0 contains NaN"):
-        solve(Linear(), y0, [0.0, 1.0], method="rk4", steps=2)
+        solve(Linear().to(device), y0, [0.0, 1.0], method="rk4", steps=2)
 
 
-def test_nan_from_the_field_in_adaptive_solve():
+def test_nan_from_the_field_in_adaptive_solve(device):
     class NaNAfterHalf(nn.Module):
         def forward(self, t, y):
             return y * torch.where(t > 0.5, math.nan, 1.0)
 
     with pytest.raises(NonFiniteStateError, match=r"in the field's output at t=0\.5"):
-        solve(NaNAfterHalf(), torch.ones(2, dtype=torch.float64), [0.0, 1.0], method="dopri5")
+        solve(NaNAfterHalf(), torch.ones(2, dtype=torch.float64, device=device), [0.0, 1.0], method="dopri5")
 
 
-def test_errors_are_also_builtin_exception_types():
+def test_errors_are_also_builtin_exception_types(device):
     assert issubclass(InvalidTimesError, ValueError) and issubclass(SolverConfigError, ValueError)
     assert issubclass(MaxStepsExceededError, RuntimeError) and issubclass(NonFiniteStateError, SolveError)
+    with pytest.raises(ValueError, match="strictly increasing"):  # raised on the device, caught as ValueError
+        solve(Linear().to(device), _y0(device), [1.0, 0.0], method="euler", steps=1)

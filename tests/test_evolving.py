@@ -30,9 +30,14 @@ def _layer(kind: str, *, causal: bool, k: int = 3, alpha: float = 0.5, beta: flo
     return [*branches, MLPBranch(D, 2 * D)]
 
 
-def _stack(kind: str, *, causal: bool, k: int = 3, depth: int = 3) -> EvolvingAttentionStack:
+def _stack(kind: str, *, causal: bool, device: torch.device, k: int = 3, depth: int = 3) -> EvolvingAttentionStack:
     layers = [EvolvingAttentionField(*_layer(kind, causal=causal, k=k)) for _ in range(depth)]
-    return EvolvingAttentionStack(layers).double()
+    return EvolvingAttentionStack(layers).double().to(device)
+
+
+def _randn(*shape: int, device: torch.device, dtype: torch.dtype = torch.float32) -> Tensor:
+    """Drawn on the CPU, then moved: the same values on every device under test."""
+    return torch.randn(*shape, dtype=dtype).to(device)
 
 
 def _bind(module: nn.Module, **conditioning: Tensor | None) -> None:
@@ -58,67 +63,73 @@ def _by_hand(branch: EvolvingAttentionBranch, x: Tensor, context: Tensor | None,
 
 
 @pytest.mark.parametrize(("causal", "cross"), [(False, False), (True, False), (False, True), (True, True)])
-def test_zero_alpha_beta_is_vanilla_attention(causal, cross):
+def test_zero_alpha_beta_is_vanilla_attention(causal, cross, device):
     ea = EvolvingAttentionBranch(
         D, H, alpha=0.0, beta=0.0, causal=causal, cross_attention=cross, context_dim=CTX if cross else None
-    )
-    vanilla = AttentionBranch(D, H, causal=causal and not cross, context_dim=CTX if cross else None)
+    ).to(device)
+    vanilla = AttentionBranch(D, H, causal=causal and not cross, context_dim=CTX if cross else None).to(device)
     assert set(ea.load_state_dict(vanilla.state_dict(), strict=False).missing_keys) == {"conv.weight", "conv.bias"}
-    x, memory = torch.randn(B, N, D), torch.randn(B, M, CTX)
-    prev = 10 * torch.randn(B, H, N, M if cross else N)  # ignored when alpha = 0
+    x, memory = _randn(B, N, D, device=device), _randn(B, M, CTX, device=device)
+    prev = 10 * _randn(B, H, N, M if cross else N, device=device)  # ignored when alpha = 0
     if cross:
-        pad = torch.zeros(B, M, dtype=torch.bool)
+        pad = torch.zeros(B, M, dtype=torch.bool, device=device)
         pad[1, -2:] = True
         increment, _ = ea(x, prev, context=memory, key_padding_mask=pad)
         expected = vanilla(x, context=memory, key_padding_mask=pad)
         by_hand = _by_hand(ea, x, memory, ~pad[:, None, None, :])
     else:
-        pad = torch.zeros(B, N, dtype=torch.bool)
+        pad = torch.zeros(B, N, dtype=torch.bool, device=device)
         pad[0, -2:] = True
         increment, _ = ea(x, prev, key_padding_mask=pad)
         expected = vanilla(x, key_padding_mask=pad)
-        allowed = ~pad[:, None, None, :] & (torch.ones(N, N, dtype=torch.bool).tril() if causal else True)
+        lower = torch.ones(N, N, dtype=torch.bool, device=device).tril()
+        allowed = ~pad[:, None, None, :] & (lower if causal else True)
         by_hand = _by_hand(ea, x, None, allowed).masked_fill(pad[..., None], 0.0)
     assert _max_abs(increment, expected) <= 1e-6
     assert _max_abs(increment, by_hand) <= 1e-6
 
 
 @pytest.mark.parametrize("cross", [False, True])
-def test_padding_never_changes_real_outputs(cross):
-    model = ContinuousDepth(_stack("cross" if cross else "self", causal=False), t1=3.0, method="lie_trotter")
-    x, memory = torch.randn(B, N, D, dtype=torch.float64), torch.randn(B, M, CTX, dtype=torch.float64)
-    pad = torch.zeros(B, N, dtype=torch.bool)
+def test_padding_never_changes_real_outputs(cross, device):
+    model = ContinuousDepth(
+        _stack("cross" if cross else "self", causal=False, device=device), t1=3.0, method="lie_trotter"
+    )
+    x = _randn(B, N, D, dtype=torch.float64, device=device)
+    memory = _randn(B, M, CTX, dtype=torch.float64, device=device)
+    pad = torch.zeros(B, N, dtype=torch.bool, device=device)
     pad[0, -2:] = True
-    memory_pad = torch.zeros(B, M, dtype=torch.bool)
+    memory_pad = torch.zeros(B, M, dtype=torch.bool, device=device)
     memory_pad[1, -3:] = True
     conditioning = dict(key_padding_mask=pad, memory=memory, memory_padding_mask=memory_pad)
     out = model(x, **conditioning)
     garbage_x, garbage_memory = x.clone(), memory.clone()
-    garbage_x[pad] = 1e3 * torch.randn(int(pad.sum()), D, dtype=torch.float64)
-    garbage_memory[memory_pad] = 1e3 * torch.randn(int(memory_pad.sum()), CTX, dtype=torch.float64)
+    garbage_x[pad] = 1e3 * _randn(int(pad.sum()), D, dtype=torch.float64, device=device)
+    garbage_memory[memory_pad] = 1e3 * _randn(int(memory_pad.sum()), CTX, dtype=torch.float64, device=device)
     out_garbage = model(garbage_x, **{**conditioning, "memory": garbage_memory})
     assert _max_abs(out[~pad], out_garbage[~pad]) == 0.0
 
 
 @pytest.mark.parametrize("cross", [False, True])
-def test_masked_logits_do_not_reach_the_convolution(cross):
+def test_masked_logits_do_not_reach_the_convolution(cross, device):
     branch = EvolvingAttentionBranch(
         D, H, alpha=0.5, beta=1.0, causal=not cross, cross_attention=cross, context_dim=CTX if cross else None
-    ).double()
-    x, memory = torch.randn(B, N, D, dtype=torch.float64), torch.randn(B, M, CTX, dtype=torch.float64)
-    pad = torch.zeros(B, N, dtype=torch.bool)
+    ).to(device, torch.float64)
+    x = _randn(B, N, D, dtype=torch.float64, device=device)
+    memory = _randn(B, M, CTX, dtype=torch.float64, device=device)
+    pad = torch.zeros(B, N, dtype=torch.bool, device=device)
     pad[0, -2:] = True
     if cross:
-        memory_pad = torch.zeros(B, M, dtype=torch.bool)
+        memory_pad = torch.zeros(B, M, dtype=torch.bool, device=device)
         memory_pad[1, -2:] = True
         _bind(branch, key_padding_mask=pad, memory=memory, memory_padding_mask=memory_pad)
         dead = memory_pad[:, None, None, :] | pad[:, None, :, None]
     else:
         _bind(branch, key_padding_mask=pad)
-        dead = pad[:, None, None, :] | pad[:, None, :, None] | torch.ones(N, N, dtype=torch.bool).triu(1)
+        future = torch.ones(N, N, dtype=torch.bool, device=device).triu(1)
+        dead = pad[:, None, None, :] | pad[:, None, :, None] | future
     dead = dead.expand(B, H, N, M if cross else N)
-    prev = torch.randn(dead.shape, dtype=torch.float64)
-    garbage = prev.masked_scatter(dead, 1e6 * torch.randn(int(dead.sum()), dtype=torch.float64))
+    prev = _randn(*dead.shape, dtype=torch.float64, device=device)
+    garbage = prev.masked_scatter(dead, 1e6 * _randn(int(dead.sum()), dtype=torch.float64, device=device))
     garbage[dead.nonzero()[0].unbind()] = torch.inf
     increment, logits = branch(x, prev)
     increment_garbage, logits_garbage = branch(x, garbage)
@@ -145,7 +156,7 @@ def _influence(stack: EvolvingAttentionStack, x: Tensor, memory: Tensor) -> Tens
     states = solve(
         stack, stack.initial_state(x), list(map(float, range(depth + 1))), method="lie_trotter", step_size=1.0
     ).ys[0]
-    influence = torch.zeros(depth, N, N, dtype=x.dtype)
+    influence = torch.zeros(depth, N, N, dtype=x.dtype, device=x.device)
     for layer in range(depth):
         for i in range(N):
             (grad,) = torch.autograd.grad(states[layer + 1][:, i].sum(), x, retain_graph=True)
@@ -155,10 +166,10 @@ def _influence(stack: EvolvingAttentionStack, x: Tensor, memory: Tensor) -> Tens
 
 @pytest.mark.parametrize("k", [3, 5])
 @pytest.mark.parametrize("kind", ["self", "cross", "decoder"])
-def test_decoder_outputs_never_see_later_tokens_in_any_layer(kind, k):
-    stack = _stack(kind, causal=True, k=k)
-    x = torch.randn(B, N, D, dtype=torch.float64, requires_grad=True)
-    memory = torch.randn(B, M, CTX, dtype=torch.float64, requires_grad=True)
+def test_decoder_outputs_never_see_later_tokens_in_any_layer(kind, k, device):
+    stack = _stack(kind, causal=True, k=k, device=device)
+    x = _randn(B, N, D, dtype=torch.float64, device=device).requires_grad_()
+    memory = _randn(B, M, CTX, dtype=torch.float64, device=device).requires_grad_()
     influence = _influence(stack, x, memory)
     assert torch.all(influence.triu(1) == 0.0)  # exactly: no path from token j > i to output i
     assert torch.all(influence.diagonal(dim1=1, dim2=2) > 0)
@@ -172,12 +183,12 @@ def test_decoder_outputs_never_see_later_tokens_in_any_layer(kind, k):
 
 
 @pytest.mark.parametrize("kind", ["self", "decoder"])
-def test_lie_trotter_unit_euler_steps_are_the_discrete_blocks(kind):
+def test_lie_trotter_unit_euler_steps_are_the_discrete_blocks(kind, device):
     torch.manual_seed(1)
     layers = [_layer(kind, causal=kind == "decoder") for _ in range(3)]
-    stack = EvolvingAttentionStack([EvolvingAttentionField(*branches) for branches in layers])
-    x, memory = torch.randn(B, N, D), torch.randn(B, M, CTX)
-    pad = torch.zeros(B, N, dtype=torch.bool)
+    stack = EvolvingAttentionStack([EvolvingAttentionField(*branches) for branches in layers]).to(device)
+    x, memory = _randn(B, N, D, device=device), _randn(B, M, CTX, device=device)
+    pad = torch.zeros(B, N, dtype=torch.bool, device=device)
     pad[1, -3:] = True
     _bind(stack, key_padding_mask=pad, memory=memory)
     y = solve(stack, stack.initial_state(x), [0.0, 3.0], method="lie_trotter", steps=3).y1
@@ -198,9 +209,10 @@ def test_lie_trotter_unit_euler_steps_are_the_discrete_blocks(kind):
     assert _max_abs(model(x, key_padding_mask=pad, memory=memory), z) <= 1e-6
 
 
-def test_rk4_converges_on_the_augmented_field():
-    stack = _stack("decoder", causal=True, depth=2)
-    x, memory = torch.randn(B, N, D, dtype=torch.float64), torch.randn(B, M, CTX, dtype=torch.float64)
+def test_rk4_converges_on_the_augmented_field(device):
+    stack = _stack("decoder", causal=True, depth=2, device=device)
+    x = _randn(B, N, D, dtype=torch.float64, device=device)
+    memory = _randn(B, M, CTX, dtype=torch.float64, device=device)
     _bind(stack, memory=memory)
     y0 = stack.initial_state(x)
     reference = solve(stack, y0, [0.0, 2.0], method="rk4", steps=256).y1
@@ -214,15 +226,15 @@ def test_rk4_converges_on_the_augmented_field():
 
 
 @pytest.mark.parametrize("k", [1, 3, 5])
-def test_kernel_sizes_and_extra_parameters(k):
+def test_kernel_sizes_and_extra_parameters(k, device):
     for causal, cross in [(False, False), (True, False), (True, True)]:
-        ea = EvolvingAttentionBranch(D, H, kernel_size=k, causal=causal, cross_attention=cross)
-        vanilla = AttentionBranch(D, H, context_dim=D if cross else None)
+        ea = EvolvingAttentionBranch(D, H, kernel_size=k, causal=causal, cross_attention=cross).to(device)
+        vanilla = AttentionBranch(D, H, context_dim=D if cross else None).to(device)
         conv = sum(p.numel() for p in ea.conv.parameters())
         assert conv == H * H * k * k + H
         assert sum(p.numel() for p in ea.parameters()) == sum(p.numel() for p in vanilla.parameters()) + conv
-        x = torch.randn(B, N, D)
-        increment, logits = ea(x, torch.randn(B, H, N, N), context=x if cross else None)
+        x = _randn(B, N, D, device=device)
+        increment, logits = ea(x, _randn(B, H, N, N, device=device), context=x if cross else None)
         assert increment.shape == x.shape and logits.shape == (B, H, N, N) and torch.isfinite(logits).all()
     assert EvolvingAttentionBranch(D, H, kernel_size=k, causal=True).kernel_mask.sum() == k * (k + 1) // 2
     with pytest.raises(ValueError, match="odd"):
@@ -238,15 +250,16 @@ def test_kernel_sizes_and_extra_parameters(k):
         (True, True, (3, 2), range(1, 4), range(1, 4)),  # Fig. 3(c): queries i-2..i, memory j-1..j+1
     ],
 )
-def test_convolution_reads_the_documented_window(causal, cross, entry, rows, cols):
-    ea = EvolvingAttentionBranch(D, H, alpha=1.0, beta=1.0, causal=causal, cross_attention=cross).double()
+def test_convolution_reads_the_documented_window(causal, cross, entry, rows, cols, device):
+    ea = EvolvingAttentionBranch(D, H, alpha=1.0, beta=1.0, causal=causal, cross_attention=cross)
     nn.init.constant_(ea.conv.weight, 1.0)
     nn.init.constant_(ea.conv.bias, 1.0)  # with positive logits every ReLU is active
-    x = torch.randn(1, N, D, dtype=torch.float64)
-    prev = torch.rand(1, H, N, N, dtype=torch.float64, requires_grad=True)
+    ea = ea.to(device, torch.float64)
+    x = _randn(1, N, D, dtype=torch.float64, device=device)
+    prev = torch.rand(1, H, N, N, dtype=torch.float64).to(device).requires_grad_()
     _, logits = ea(x, prev, context=x if cross else None)
     (grad,) = torch.autograd.grad(logits[0, 0][entry], prev)
-    read = {tuple(ij) for ij in (grad[0].abs().sum(0) > 0).nonzero().tolist()}
+    read = {tuple(ij) for ij in (grad[0].abs().sum(0) > 0).cpu().nonzero().tolist()}
     i, j = entry
     if rows is None:
         expected = {(i - 2, j - 2), (i - 1, j - 2), (i - 1, j - 1), (i, j - 2), (i, j - 1), (i, j)}

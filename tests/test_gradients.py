@@ -32,17 +32,25 @@ CASES = {
 
 def gradients(field, x, **kwargs):
     x = x.detach().requires_grad_()
-    weights = torch.linspace(-1.0, 1.0, x.numel(), dtype=x.dtype).reshape(x.shape)
+    weights = torch.linspace(-1.0, 1.0, x.numel(), dtype=x.dtype, device=x.device).reshape(x.shape)
     loss = (solve(field, x, [0.0, 0.5, 1.0], **kwargs).ys[1:] * weights).sum()
     params = list(field.parameters())
     return torch.autograd.grad(loss, [x, *params])
 
 
 @pytest.fixture(scope="module")
-def problem():
+def _references() -> dict:
+    return {}
+
+
+@pytest.fixture
+def problem(device, _references):
+    """The field, tokens and reference gradients on ``device``; the reference is computed once per module."""
     torch.manual_seed(0)
-    field, x = transformer_field(), tokens()
-    return field, x, gradients(field, x, **REFERENCE)
+    field, x = transformer_field(device=device), tokens(device=device)
+    if "grads" not in _references:
+        _references["grads"] = gradients(field, x, **REFERENCE)
+    return field, x, _references["grads"]
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -53,8 +61,8 @@ def test_gradient_method_matches_backprop_through_fine_rk4(problem, name):
         assert rel <= 1e-5, f"{name}: relative gradient error {rel:.2e}"
 
 
-def test_checkpointing_gives_backprop_gradients_exactly_for_splitting():
-    field, x = transformer_field(), tokens()
+def test_checkpointing_gives_backprop_gradients_exactly_for_splitting(device):
+    field, x = transformer_field(device=device), tokens(device=device)
     kwargs = dict(method="strang", substep="midpoint", steps=5)
     plain = gradients(field, x, **kwargs)
     checkpointed = gradients(field, x, adjoint="checkpoint", **kwargs)
@@ -62,8 +70,8 @@ def test_checkpointing_gives_backprop_gradients_exactly_for_splitting():
         assert (a - b).abs().max().item() <= 1e-12
 
 
-def test_seminorm_needs_no_more_backward_evaluations():
-    field, x = transformer_field(), tokens()
+def test_seminorm_needs_no_more_backward_evaluations(device):
+    field, x = transformer_field(device=device), tokens(device=device)
     counts = {}
     for seminorm in (False, True):
         x_ = x.detach().requires_grad_()
@@ -76,10 +84,10 @@ def test_seminorm_needs_no_more_backward_evaluations():
 
 
 @pytest.mark.parametrize("steps", [1, 3, 10, 64])
-def test_checkpoint_counts_its_recomputations(steps):
+def test_checkpoint_counts_its_recomputations(steps, device):
     """Recursive halving: backward recomputes each step on its own, and in the recomputation of each
     enclosing first half, at most ``1 + ceil(log2 N) / 2`` times in all."""
-    field, x = transformer_field(), tokens().requires_grad_()
+    field, x = transformer_field(device=device), tokens(device=device).requires_grad_()
     calls = []
     counted = lambda t, y: calls.append(1) or field(t, y)  # noqa: E731
     solution = solve(counted, x, [0.0, 1.0], method="rk4", steps=steps, adjoint="checkpoint")
@@ -99,11 +107,11 @@ GRADCHECK = {
 
 
 @pytest.mark.parametrize("name", list(GRADCHECK))
-def test_gradcheck_on_a_tiny_field(name):
-    field = transformer_field(dim=4, heads=2)
+def test_gradcheck_on_a_tiny_field(name, device):
+    field = transformer_field(dim=4, heads=2, device=device)
     names = [n for n, _ in field.named_parameters()]
     params = tuple(p.detach().clone().requires_grad_() for p in field.parameters())
-    x = tokens(batch=1, n=3, dim=4).requires_grad_()
+    x = tokens(batch=1, n=3, dim=4, device=device).requires_grad_()
 
     def f(x, *params):
         module = _Functional(field, dict(zip(names, params)))

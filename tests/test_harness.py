@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from benchmarks.harness import paired_ratios, race
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -17,6 +19,7 @@ def _sleeper(seconds: float):
     return lambda: time.sleep(seconds)
 
 
+@pytest.mark.cpu_only("times sleeps on the host")
 def test_race_and_paired_ratios_measure_known_durations():
     steps = {"short": _sleeper(0.01), "long": _sleeper(0.03)}
     medians = race(steps, repeats=5)
@@ -27,6 +30,7 @@ def test_race_and_paired_ratios_measure_known_durations():
     assert 2.0 <= ratio["long"] <= 3.1  # 3x, less the overshoot of a sleep (up to 10 ms)
 
 
+@pytest.mark.cpu_only("measures CPU process memory (VmHWM)")
 def test_rss_growth_counts_a_step_allocation_in_a_fresh_process():
     """The peak resident size is only meaningful in a fresh process (the module docstring): there, with
     glibc returning freed memory at once, a step that allocates 50 MB grows it by about 50 MB."""

@@ -17,11 +17,11 @@ def _energy_rate(field, x):
     return field(torch.tensor(0.0), x).pow(2).flatten(1).mean(1)
 
 
-def test_euler_energy_is_the_left_point_sum():
-    field, x = transformer_field(), tokens()
+def test_euler_energy_is_the_left_point_sum(device):
+    field, x = transformer_field(device=device), tokens(device=device)
     steps, T = 7, 1.3
     y = solve(KineticEnergy(field), KineticEnergy(field).initial_state(x), [0.0, T], method="euler", steps=steps).y1
-    h, expected, xm = T / steps, torch.zeros(2, dtype=x.dtype), x
+    h, expected, xm = T / steps, torch.zeros(2, dtype=x.dtype, device=device), x
     for _ in range(steps):
         expected = expected + h * _energy_rate(field, xm)
         xm = xm + h * field(torch.tensor(0.0), xm)
@@ -29,8 +29,8 @@ def test_euler_energy_is_the_left_point_sum():
     assert (y[1] - expected).abs().max().item() <= 1e-12  # float64 rounding
 
 
-def test_lie_trotter_energy_part_is_stepped_first():
-    field, x = transformer_field(), tokens()
+def test_lie_trotter_energy_part_is_stepped_first(device):
+    field, x = transformer_field(device=device), tokens(device=device)
     augmented = KineticEnergy(field)
     assert len(augmented.parts) == 3
     y = solve(augmented, augmented.initial_state(x), [0.0, 2.0], method="lie_trotter", steps=2).y1
@@ -41,15 +41,15 @@ def test_lie_trotter_energy_part_is_stepped_first():
     assert (y[1] - expected).abs().max().item() <= 1e-12
 
 
-def test_adaptive_energy_matches_a_quadrature_along_the_trajectory():
-    field, x = transformer_field(), tokens()
+def test_adaptive_energy_matches_a_quadrature_along_the_trajectory(device):
+    field, x = transformer_field(device=device), tokens(device=device)
     augmented = KineticEnergy(field)
     rtol = atol = 1e-8
     y = solve(augmented, augmented.initial_state(x), [0.0, 1.0], method="dopri5", rtol=rtol, atol=atol).y1
     ts = torch.linspace(0.0, 1.0, 401, dtype=torch.float64)
     path = solve(field, x, ts.tolist(), method="dopri5", rtol=1e-10, atol=1e-10).ys
     rates = torch.stack([_energy_rate(field, xt) for xt in path])  # (401, B)
-    h = ts[1] - ts[0]
+    h = (ts[1] - ts[0]).item()
     simpson = h / 3 * (rates[0] + rates[-1] + 4 * rates[1:-1:2].sum(0) + 2 * rates[2:-1:2].sum(0))
     assert (y[1] - simpson).abs().max().item() <= 10 * rtol * simpson.abs().max().item()
 
@@ -70,9 +70,9 @@ CONFIGS = [
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: "-".join(str(v) for v in c.values()))
-def test_every_method_backend_and_gradient_method(config):
+def test_every_method_backend_and_gradient_method(config, device):
     """The energy, x(T) and the gradients of (loss + transport cost) agree with a fine rk4 solve by backprop."""
-    field, x = transformer_field(), tokens()
+    field, x = transformer_field(device=device), tokens(device=device)
     params = list(field.parameters())
 
     def run(**settings):
@@ -90,9 +90,9 @@ def test_every_method_backend_and_gradient_method(config):
         assert (g - g_ref).abs().max().item() <= 10 * tol * max(g_ref.abs().max().item(), 1.0)
 
 
-def test_adjoint_gradients_of_loss_plus_transport_cost_match_backprop():
+def test_adjoint_gradients_of_loss_plus_transport_cost_match_backprop(device):
     """Same solver, same tolerances: the continuous adjoint matches backprop through the solver."""
-    field, x = transformer_field(), tokens()
+    field, x = transformer_field(device=device), tokens(device=device)
     params = list(field.parameters())
     grads = {}
     for adjoint in ("backprop", "adjoint"):
@@ -103,20 +103,21 @@ def test_adjoint_gradients_of_loss_plus_transport_cost_match_backprop():
     assert worst <= 1e-7
 
 
-def test_gradcheck_of_the_transport_cost():
+def test_gradcheck_of_the_transport_cost(device):
     torch.manual_seed(0)
-    field = ComposedField([(AttentionBranch(4, 2).double(), MLPBranch(4, 8).double())])
+    field = ComposedField([(AttentionBranch(4, 2).double(), MLPBranch(4, 8).double())]).to(device)
     augmented = KineticEnergy(field, 0.3)
 
     def cost(x):
         y = solve(augmented, augmented.initial_state(x), [0.0, 1.0], method="midpoint", steps=3).y1
         return augmented.final_state(y)[1]
 
-    assert torch.autograd.gradcheck(cost, (torch.randn(2, 3, 4, dtype=torch.float64, requires_grad=True),))
+    x = torch.randn(2, 3, 4, dtype=torch.float64).to(device).requires_grad_()
+    assert torch.autograd.gradcheck(cost, (x,))
 
 
-def test_conventions_paper_and_code():
-    energy = torch.tensor([1.0, 3.0])
+def test_conventions_paper_and_code(device):
+    energy = torch.tensor([1.0, 3.0], device=device)
     assert KineticEnergy(nn.Identity(), 0.5).transport_cost(energy).item() == pytest.approx(0.5 / 2 * 2.0)
     assert KineticEnergy(nn.Identity(), 0.5, "code").transport_cost(energy).item() == pytest.approx(0.5 * 2.0)
     with pytest.raises(ValueError, match="unknown convention 'nanogpt'"):
@@ -124,11 +125,11 @@ def test_conventions_paper_and_code():
     with pytest.raises(ValueError, match="must be a number >= 0"):
         KineticEnergy(nn.Identity(), -1.0)
     with pytest.raises(TypeError, match="start from KineticEnergy.initial_state"):
-        KineticEnergy(nn.Identity())(torch.tensor(0.0), torch.zeros(2, 3))
+        KineticEnergy(nn.Identity())(torch.tensor(0.0), torch.zeros(2, 3, device=device))
 
 
-def test_continuous_depth_reports_the_cost_and_tuple_states_count_every_entry():
-    field, x = transformer_field(), tokens()
+def test_continuous_depth_reports_the_cost_and_tuple_states_count_every_entry(device):
+    field, x = transformer_field(device=device), tokens(device=device)
     model = ContinuousDepth(KineticEnergy(field, 2.0), method="euler", steps=1)
     x1 = model(x)
     assert (x1 - (x + field(torch.tensor(0.0), x))).abs().max().item() <= 1e-12
@@ -142,24 +143,24 @@ def test_continuous_depth_reports_the_cost_and_tuple_states_count_every_entry():
             return (field(t, y[0]), torch.ones_like(y[1]))
 
     pair = KineticEnergy(Pair())
-    z = torch.zeros(2, 4, dtype=x.dtype)
+    z = torch.zeros(2, 4, dtype=x.dtype, device=device)
     y = solve(pair, pair.initial_state((x, z)), [0.0, 1.0], method="euler", steps=1).y1
     entries = x[0].numel() + 4
     expected = (field(torch.tensor(0.0), x).pow(2).flatten(1).sum(1) + 4) / entries
     assert len(y) == 3 and (y[2] - expected).abs().max().item() <= 1e-12
 
 
-def test_padding_is_left_out_of_the_energy():
-    field, x = transformer_field(), tokens()
+def test_padding_is_left_out_of_the_energy(device):
+    field, x = transformer_field(device=device), tokens(device=device)
     augmented = KineticEnergy(field)
-    mask = torch.zeros(2, 8, dtype=torch.bool)
+    mask = torch.zeros(2, 8, dtype=torch.bool, device=device)
     mask[0, 5:] = True
     augmented.bind(key_padding_mask=mask)
-    rate = augmented.energy_rate(x, torch.zeros(2, dtype=x.dtype))
+    rate = augmented.energy_rate(x, torch.zeros(2, dtype=x.dtype, device=device))
     assert rate[0].item() == pytest.approx(x[0, :5].pow(2).mean().item())
     assert rate[1].item() == pytest.approx(x[1].pow(2).mean().item())
     with pytest.raises(ValueError, match="needs a \\(B, N, d\\) tensor state"):
-        augmented.energy_rate(x[:, :4], torch.zeros(2, dtype=x.dtype))
+        augmented.energy_rate(x[:, :4], torch.zeros(2, dtype=x.dtype, device=device))
 
 
 def _path_ratio(field: nn.Module, x: torch.Tensor, steps: int) -> float:
@@ -169,25 +170,29 @@ def _path_ratio(field: nn.Module, x: torch.Tensor, steps: int) -> float:
     return (length / (path[-1] - path[0]).norm(dim=-1)).mean().item()
 
 
-def _train_toy(weight: float) -> tuple[nn.Module, torch.Tensor]:
+def _train_toy(weight: float, device: torch.device) -> tuple[nn.Module, torch.Tensor]:
     """A one-block OT-Transformer (d = 8, no inner residuals, 10 Euler steps) trained for 100 Adam steps
     to classify the sign of a sum over 6 tokens (128 samples, seed 0)."""
     torch.manual_seed(0)
-    x = torch.randn(128, 6, 8)
+    x = torch.randn(128, 6, 8).to(device)
     target = (x[:, :, 0].sum(1) > 0).long()
-    field = ComposedField([(AttentionBranch(8, 2), MLPBranch(8, 16))], inner_residuals=False)
+    field = ComposedField([(AttentionBranch(8, 2), MLPBranch(8, 16))], inner_residuals=False).to(device)
     encoder = ContinuousDepth(KineticEnergy(field, weight), method="euler", steps=10)
-    head = nn.Linear(8, 2)
+    head = nn.Linear(8, 2).to(device)
     optimizer = torch.optim.Adam([*encoder.parameters(), *head.parameters()], lr=1e-2)
     for _ in range(100):
         loss = nn.functional.cross_entropy(head(encoder(x).mean(1)), target) + regularization(encoder)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        if device.type == "xla":  # run each training step as its own graph, not all 100 as one
+            import torch_xla
+
+            torch_xla.sync()
     return field, x
 
 
-def test_transport_cost_straightens_trajectories():
+def test_transport_cost_straightens_trajectories(device):
     """λ = 1 makes the trained flow straighter: path length / displacement drops from 1.14 to 1.02."""
-    ratios = {weight: _path_ratio(*_train_toy(weight), steps=10) for weight in (0.0, 1.0)}
+    ratios = {weight: _path_ratio(*_train_toy(weight, device), steps=10) for weight in (0.0, 1.0)}
     assert ratios[1.0] < ratios[0.0] - 0.05, ratios

@@ -43,30 +43,30 @@ def test_causal_attention_matches_lower_triangular_mask(device):
     assert (branch(x) - reference_attention(branch, x, allowed=allowed)).abs().max().item() <= 1e-5
 
 
-def test_causal_output_ignores_the_future():
-    branch = AttentionBranch(16, 2, causal=True)
-    x = torch.randn(1, 6, 16, requires_grad=True)
+def test_causal_output_ignores_the_future(device):
+    branch = AttentionBranch(16, 2, causal=True).to(device)
+    x = torch.randn(1, 6, 16, device=device, requires_grad=True)
     branch(x)[0, 2].sum().backward()
     assert x.grad[0, 3:].abs().max().item() == 0.0 and x.grad[0, :3].abs().max().item() > 0.0
 
 
-def test_cross_attention_matches_written_out_softmax():
-    branch = AttentionBranch(16, 4, context_dim=12)
-    x, memory = torch.randn(3, 5, 16), torch.randn(3, 9, 12)
-    pad = torch.zeros(3, 9, dtype=torch.bool)
+def test_cross_attention_matches_written_out_softmax(device):
+    branch = AttentionBranch(16, 4, context_dim=12).to(device)
+    x, memory = torch.randn(3, 5, 16, device=device), torch.randn(3, 9, 12, device=device)
+    pad = torch.zeros(3, 9, dtype=torch.bool, device=device)
     pad[1, 6:] = True
     ref = reference_attention(branch, x, memory, allowed=~pad[:, None, :])
     assert (branch(x, context=memory, key_padding_mask=pad) - ref).abs().max().item() <= 1e-5
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_padding_never_changes_real_tokens(causal):
-    branch = AttentionBranch(16, 2, causal=causal)
-    x = torch.randn(2, 5, 16)
-    pad = torch.tensor([[False] * 5, [False, False, False, True, True]])
+def test_padding_never_changes_real_tokens(causal, device):
+    branch = AttentionBranch(16, 2, causal=causal).to(device)
+    x = torch.randn(2, 5, 16, device=device)
+    pad = torch.tensor([[False] * 5, [False, False, False, True, True]], device=device)
     out = branch(x, key_padding_mask=pad)
     garbage = x.clone()
-    garbage[1, 3:] = 1e3 * torch.randn(2, 16)
+    garbage[1, 3:] = 1e3 * torch.randn(2, 16, device=device)
     out_garbage = branch(garbage, key_padding_mask=pad)
     real = ~pad
     assert (out[real] - out_garbage[real]).abs().max().item() <= 1e-5
@@ -76,50 +76,51 @@ def test_padding_never_changes_real_tokens(causal):
     assert (out[1, :3] - alone[0]).abs().max().item() <= 1e-5
 
 
-def test_fully_padded_causal_query_is_finite():
-    branch = AttentionBranch(8, 2, causal=True)
-    pad = torch.tensor([[True, False, False]])  # left padding: query 0 may see no key
-    out = branch(torch.randn(1, 3, 8), key_padding_mask=pad)
+def test_fully_padded_causal_query_is_finite(device):
+    branch = AttentionBranch(8, 2, causal=True).to(device)
+    pad = torch.tensor([[True, False, False]], device=device)  # left padding: query 0 may see no key
+    out = branch(torch.randn(1, 3, 8, device=device), key_padding_mask=pad)
     assert torch.isfinite(out).all() and out[0, 0].abs().max().item() == 0.0
 
 
-def test_branches_accept_any_leading_dims():
-    attn, mlp = AttentionBranch(8, 2), MLPBranch(8, hidden_dim=16)
-    x = torch.randn(2, 3, 5, 8)
+def test_branches_accept_any_leading_dims(device):
+    attn, mlp = AttentionBranch(8, 2).to(device), MLPBranch(8, hidden_dim=16).to(device)
+    x = torch.randn(2, 3, 5, 8, device=device)
     for branch in (attn, mlp):
         batched = branch(x)
         assert batched.shape == x.shape
         assert (branch(x[1, 2]) - batched[1, 2]).abs().max().item() <= 1e-5
 
 
-def test_bad_construction_and_calls():
+def test_bad_construction_and_calls(device):
     with pytest.raises(ValueError, match="num_heads=3 must divide dim=8"):
         AttentionBranch(8, 3)
+    x = torch.randn(1, 2, 8, device=device)
     with pytest.raises(ValueError, match="pass context="):
-        AttentionBranch(8, 2, context_dim=4)(torch.randn(1, 2, 8))
+        AttentionBranch(8, 2, context_dim=4).to(device)(x)
     with pytest.raises(ValueError, match="build it with context_dim="):
-        AttentionBranch(8, 2)(torch.randn(1, 2, 8), context=torch.randn(1, 2, 8))
+        AttentionBranch(8, 2).to(device)(x, context=x)
 
 
-def test_mlp_branch_is_prenorm_linear_gelu_linear():
-    mlp = MLPBranch(8)
-    x = torch.randn(4, 8)
+def test_mlp_branch_is_prenorm_linear_gelu_linear(device):
+    mlp = MLPBranch(8).to(device)
+    x = torch.randn(4, 8, device=device)
     ref = mlp.fc2(
         torch.nn.functional.gelu(mlp.fc1(torch.nn.functional.layer_norm(x, (8,), mlp.norm.weight, mlp.norm.bias)))
     )
     assert mlp.fc1.out_features == 32 and (mlp(x) - ref).abs().max().item() == 0.0
 
 
-def test_continuous_depth_binds_masks_and_memory():
+def test_continuous_depth_binds_masks_and_memory(device):
     """Padding never changes real tokens through a whole rk4 solve; memory reaches cross-attention."""
     from neuralode_tf import ContinuousDepth
     from neuralode_tf.fields import SplitField
 
-    field = SplitField(AttentionBranch(16, 2), AttentionBranch(16, 2, context_dim=8), MLPBranch(16))
+    field = SplitField(AttentionBranch(16, 2), AttentionBranch(16, 2, context_dim=8), MLPBranch(16)).to(device)
     model = ContinuousDepth(field, method="rk4", steps=3)
-    x, memory = torch.randn(2, 5, 16), torch.randn(2, 7, 8)
-    pad = torch.tensor([[False] * 5, [False, False, False, True, True]])
-    memory_pad = torch.zeros(2, 7, dtype=torch.bool)
+    x, memory = torch.randn(2, 5, 16, device=device), torch.randn(2, 7, 8, device=device)
+    pad = torch.tensor([[False] * 5, [False, False, False, True, True]], device=device)
+    memory_pad = torch.zeros(2, 7, dtype=torch.bool, device=device)
     memory_pad[1, 4:] = True
     out = model(x, key_padding_mask=pad, memory=memory, memory_padding_mask=memory_pad)
     garbage, garbage_memory = x.clone(), memory.clone()
@@ -133,13 +134,14 @@ def test_continuous_depth_binds_masks_and_memory():
         model(x)  # binding nothing clears the memory
 
 
-def test_conditioning_with_torchode_backsolve_is_refused():
+def test_conditioning_with_torchode_backsolve_is_refused(device):
     from neuralode_tf import ContinuousDepth
     from neuralode_tf.fields import SplitField
     from neuralode_tf.numerics import SolverConfigError
 
-    model = ContinuousDepth(SplitField(AttentionBranch(8, 2)), method="tsit5", adjoint="adjoint")
-    pad = torch.zeros(1, 3, dtype=torch.bool)
+    model = ContinuousDepth(SplitField(AttentionBranch(8, 2)), method="tsit5", adjoint="adjoint").to(device)
+    pad = torch.zeros(1, 3, dtype=torch.bool, device=device)
+    x = torch.randn(1, 3, 8, device=device)
     with pytest.raises(SolverConfigError, match="one sample at a time"):
-        model(torch.randn(1, 3, 8), key_padding_mask=pad)
-    assert model(torch.randn(1, 3, 8)).shape == (1, 3, 8)  # without conditioning it runs
+        model(x, key_padding_mask=pad)
+    assert model(x).shape == (1, 3, 8)  # without conditioning it runs

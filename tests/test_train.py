@@ -32,6 +32,7 @@ def losses(out_dir: Path) -> list[float]:
     return [row["loss"] for row in torch.load(out_dir / "checkpoint.pt", weights_only=False)["history"]]
 
 
+@pytest.mark.cpu_only("parses settings; no tensors")
 def test_overrides_reach_the_config_model_and_data():
     values = apply_overrides(
         {"preset": "x", "model": {"dim": 8}}, ["lr=3e-4", "model.method=rk4", "data.seed=2", "resume=true"]
@@ -44,10 +45,11 @@ def test_overrides_reach_the_config_model_and_data():
         apply_overrides({}, ["lr"])
 
 
-def test_resume_reproduces_the_uninterrupted_run(tmp_path):
-    whole = train(tiny(tmp_path / "whole", max_steps=8))
-    train(tiny(tmp_path / "split", max_steps=4))
-    resumed = train(tiny(tmp_path / "split", max_steps=8, resume=True))
+def test_resume_reproduces_the_uninterrupted_run(tmp_path, device):
+    on = {"device": str(device)}
+    whole = train(tiny(tmp_path / "whole", max_steps=8, **on))
+    train(tiny(tmp_path / "split", max_steps=4, **on))
+    resumed = train(tiny(tmp_path / "split", max_steps=8, resume=True, **on))
     assert losses(tmp_path / "split") == losses(tmp_path / "whole")
     assert resumed["test_accuracy"] == whole["test_accuracy"]
     rows = (tmp_path / "split" / "metrics.csv").read_text().splitlines()
@@ -55,6 +57,7 @@ def test_resume_reproduces_the_uninterrupted_run(tmp_path):
     assert json.loads((tmp_path / "split" / "metrics.json").read_text())["steps"] == 8
 
 
+@pytest.mark.cpu_only("sends SIGKILL to a CLI subprocess")
 def test_sigkill_loses_nothing_but_the_steps_after_the_last_checkpoint(tmp_path):
     settings = ["epochs=2", "batch_size=32", "max_steps=30", "checkpoint_every=2", "progress=false"]
     settings += [f"model.{k}={v}" for k, v in TINY.items()]
@@ -90,7 +93,7 @@ def test_sigkill_loses_nothing_but_the_steps_after_the_last_checkpoint(tmp_path)
     assert losses(killed) == losses(reference)
 
 
-def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
+def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch, device):
     calls = {"n": 0}
     original = Task.loss
 
@@ -101,10 +104,11 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, monk
 
     monkeypatch.setattr(Task, "loss", loss)
     with pytest.raises(NonFiniteLossError, match=r"the loss became nan at step 4 .*checkpoint\.pt"):
-        train(tiny(tmp_path, max_steps=10, checkpoint_every=2))
+        train(tiny(tmp_path, max_steps=10, checkpoint_every=2, device=str(device)))
     assert torch.load(tmp_path / "checkpoint.pt", weights_only=False)["step"] == 4
 
 
+@pytest.mark.cpu_only("prints the preset list; no tensors")
 def test_cli_lists_presets(capsys):
     assert main(["train", "--list"]) == 0
     listed = capsys.readouterr().out
@@ -112,6 +116,7 @@ def test_cli_lists_presets(capsys):
         assert name in listed
 
 
+@pytest.mark.cpu_only("two gloo processes on the CPU under torchrun")
 def test_torchrun_two_processes_match_one_process(tmp_path):
     """DDP on 2 CPU processes (gloo) with a global batch of 32 follows the single-process run."""
     settings = ["epochs=1", "batch_size=32", "max_steps=4", "progress=false", "device=cpu"]
@@ -129,6 +134,7 @@ def test_torchrun_two_processes_match_one_process(tmp_path):
     assert json.loads((ddp / "metrics.json").read_text())["world_size"] == 2
 
 
+@pytest.mark.cpu_only("CLI config files; the training loop runs on devices in the resume test")
 def test_config_file_with_overrides(tmp_path):
     config = tmp_path / "run.toml"
     config.write_text(
@@ -142,6 +148,7 @@ def test_config_file_with_overrides(tmp_path):
     assert json.loads((out / "metrics.json").read_text())["steps"] == 3
 
 
+@pytest.mark.cpu_only("counts parameters; no device computation")
 @pytest.mark.parametrize("preset", ["ot_mnist_vit", "ot_imdb_text", "ot_modelnet_set"])
 def test_ot_presets_build_every_variant(preset):
     from neuralode_tf.train import OT_VARIANTS
@@ -158,6 +165,7 @@ def test_ot_presets_build_every_variant(preset):
     assert counts["baseline"] > counts["ot"]  # the continuous models are the smaller ones, as in the paper
 
 
+@pytest.mark.cpu_only("compare_variants and step_sweep evaluate on the CPU")
 def test_transport_cost_reaches_the_loss_and_the_metrics(tmp_path):
     from neuralode_tf.train import compare_variants, step_sweep, summarize
 
@@ -176,6 +184,7 @@ def test_transport_cost_reaches_the_loss_and_the_metrics(tmp_path):
     assert set(sweep) == {1, 4} and all(0.0 <= acc <= 1.0 for acc in sweep.values())
 
 
+@pytest.mark.cpu_only("compare_variants evaluates on the CPU")
 def test_a_diverging_run_is_counted_not_raised(tmp_path):
     from neuralode_tf.train import compare_variants, summarize
 
@@ -193,6 +202,7 @@ def test_a_diverging_run_is_counted_not_raised(tmp_path):
     assert rows[0]["non_finite"] and summarize(rows)[0]["non_finite"] == 1
 
 
+@pytest.mark.cpu_only("the compare CLI evaluates on the CPU")
 def test_cli_compare_writes_the_table_and_the_sweep(tmp_path, capsys):
     settings = ["max_steps=3", "epochs=1", "model.steps=4"]
     argv = ["compare", "ot_mnist_vit", "--seeds", "0", "--variants", "baseline", "ot", "--sweep", "--set", *settings]
@@ -203,6 +213,7 @@ def test_cli_compare_writes_the_table_and_the_sweep(tmp_path, capsys):
     assert rows[0]["sweep"] is None and sorted(map(int, rows[1]["sweep"])) == [1, 2, 4, 8, 16, 20]
 
 
+@pytest.mark.cpu_only("reads image files and counts blocks")
 def test_ot_catsdogs_preset_reads_the_real_data_only(tmp_path):
     from PIL import Image
 
@@ -221,6 +232,7 @@ def test_ot_catsdogs_preset_reads_the_real_data_only(tmp_path):
     assert len(models["node"].encoder.odes) == 5 and models["ot"](data.test.x).shape == (2, 2)
 
 
+@pytest.mark.cpu_only("reads dataset files (IDX, IMDb folders, HDF5)")
 def test_ot_presets_train_on_the_real_datasets_files(tmp_path):
     """data.name switches a preset to the paper's dataset, and the builder to the paper's sizes."""
     import numpy as np
@@ -262,6 +274,7 @@ def test_ot_presets_train_on_the_real_datasets_files(tmp_path):
         assert result["steps"] == 2 and 0.0 <= result["test_accuracy"] <= 1.0
 
 
+@pytest.mark.cpu_only("builds presets from generated data")
 def test_transevolve_listops_preset_builds_the_five_models():
     from neuralode_tf.models import TextClassifier, TransEvolveClassifier
     from neuralode_tf.train.presets import PRESETS, VARIANTS

@@ -28,12 +28,17 @@ def max_abs(a: torch.Tensor, b: torch.Tensor) -> float:
     return (a - b).abs().max().item()
 
 
-def padding() -> torch.Tensor:
+def randn(*shape: int, device: torch.device) -> torch.Tensor:
+    """Drawn on the CPU, then moved: the same values on every device under test."""
+    return torch.randn(*shape).to(device)
+
+
+def padding(device: torch.device) -> torch.Tensor:
     """Right padding in sample 0, left padding in sample 1 (under a causal mask its first queries see no key)."""
     pad = torch.zeros(B, N, dtype=torch.bool)
     pad[0, 9:] = True
     pad[1, :3] = True
-    return pad
+    return pad.to(device)
 
 
 def evaluate(attn: TransEvolveAttention, mode: str, x0, x, t, pad, seed=1):
@@ -42,7 +47,7 @@ def evaluate(attn: TransEvolveAttention, mode: str, x0, x, t, pad, seed=1):
     attn.mode = mode
     x0, x = x0.clone().requires_grad_(), x.clone().requires_grad_()
     out = attn(t, x, attn.prepare(x0, pad))
-    probe = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed), dtype=out.dtype)
+    probe = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed), dtype=out.dtype).to(out.device)
     inputs = [x0, x, *attn.parameters()]
     grads = torch.autograd.grad((out * probe).sum(), inputs, allow_unused=True)
     return out.detach(), [torch.zeros_like(p) if g is None else g for p, g in zip(inputs, grads)]
@@ -63,7 +68,7 @@ def code_attention(attn: TransEvolveAttention, x0, x, layer: int, allowed):
     rate = np.float32(layer) * np.float32(math.pi / 64.0)
     p = np.arange(d // 2, dtype=np.float32)
     signal = np.concatenate([np.sin(rate * p), np.cos(rate * p)])
-    tee = (torch.from_numpy(signal) * attn.coeffs[layer]).reshape(heads, d // heads)
+    tee = (torch.from_numpy(signal).to(attn.coeffs.device) * attn.coeffs[layer]).reshape(heads, d // heads)
     logits = (
         a0
         + torch.einsum("...nlt,nt->...nl", a1q, tee)[..., :, None]
@@ -75,32 +80,32 @@ def code_attention(attn: TransEvolveAttention, x0, x, layer: int, allowed):
     return torch.einsum("...nlk,...knd->...lnd", probs, h).flatten(-2) @ attn.w_o[layer]
 
 
-def test_depth_signal_at_integer_depth_is_the_codes_time_signal():
-    coeffs = torch.randn(D)
+def test_depth_signal_at_integer_depth_is_the_codes_time_signal(device):
+    coeffs = randn(D, device=device)
     p = np.arange(D // 2, dtype=np.float32)
     for step in range(6):
         rate = np.float32(step) * np.float32(math.pi / 64.0)
-        ref = np.concatenate([np.sin(rate * p), np.cos(rate * p)]) * coeffs.numpy()
-        got = depth_signal(torch.tensor(float(step), dtype=torch.float64), coeffs, H)
-        assert got.shape == (H, D // H)
-        assert np.abs(got.numpy() - ref.reshape(H, D // H)).max() <= 1e-6
+        ref = np.concatenate([np.sin(rate * p), np.cos(rate * p)]) * coeffs.cpu().numpy()
+        got = depth_signal(torch.tensor(float(step), dtype=torch.float64, device=device), coeffs, H)
+        assert got.shape == (H, D // H) and got.device == coeffs.device
+        assert np.abs(got.cpu().numpy() - ref.reshape(H, D // H)).max() <= 1e-6
     # Continuous in t, with a configurable time scale.
     half = depth_signal(2.5, coeffs, H, time_scale=32.0).flatten()
-    angles = 2.5 * math.pi / 32.0 * torch.arange(D // 2)
+    angles = 2.5 * math.pi / 32.0 * torch.arange(D // 2, device=device)
     assert max_abs(half, torch.cat([angles.sin(), angles.cos()]) * coeffs) <= 1e-6
 
 
 @pytest.mark.parametrize("masks", ["none", "padding", "causal", "causal+padding"])
-def test_fidelity_is_the_official_codes_attention(masks):
-    causal, pad = "causal" in masks, padding() if "padding" in masks else None
-    attn = TransEvolveAttention(D, H, L, causal=causal, mode="fidelity")
-    x0 = torch.randn(B, N, D)
-    x = x0 + 0.3 * torch.randn(B, N, D)
-    allowed = torch.ones(B, 1, N, N, dtype=torch.bool)
+def test_fidelity_is_the_official_codes_attention(masks, device):
+    causal, pad = "causal" in masks, padding(device) if "padding" in masks else None
+    attn = TransEvolveAttention(D, H, L, causal=causal, mode="fidelity").to(device)
+    x0 = randn(B, N, D, device=device)
+    x = x0 + 0.3 * randn(B, N, D, device=device)
+    allowed = torch.ones(B, 1, N, N, dtype=torch.bool, device=device)
     if pad is not None:
         allowed = allowed & ~pad[:, None, None, :]
     if causal:
-        allowed = allowed & torch.ones(N, N, dtype=torch.bool).tril()
+        allowed = allowed & torch.ones(N, N, dtype=torch.bool, device=device).tril()
     allowed = allowed | ~allowed.any(-1, keepdim=True)
     for layer in range(L):
         ref = code_attention(attn, x0, x, layer, allowed)
@@ -111,11 +116,11 @@ def test_fidelity_is_the_official_codes_attention(masks):
 
 @pytest.mark.parametrize("mode", ["factored", "fused", "auto"])
 @pytest.mark.parametrize("masks", ["none", "padding", "causal", "causal+padding"])
-def test_modes_match_fidelity_in_outputs_and_gradients(mode, masks):
-    causal, pad = "causal" in masks, padding() if "padding" in masks else None
-    attn = TransEvolveAttention(D, H, L, causal=causal)
-    x0 = torch.randn(B, N, D)
-    x = x0 + 0.3 * torch.randn(B, N, D)
+def test_modes_match_fidelity_in_outputs_and_gradients(mode, masks, device):
+    causal, pad = "causal" in masks, padding(device) if "padding" in masks else None
+    attn = TransEvolveAttention(D, H, L, causal=causal).to(device)
+    x0 = randn(B, N, D, device=device)
+    x = x0 + 0.3 * randn(B, N, D, device=device)
     for t in (0.0, 1.5, 2.0):
         ref, ref_grads = evaluate(attn, "fidelity", x0, x, t, pad)
         out, grads = evaluate(attn, mode, x0, x, t, pad)
@@ -124,21 +129,21 @@ def test_modes_match_fidelity_in_outputs_and_gradients(mode, masks):
         assert max(g.abs().max().item() for g in grads) > 1e-3  # gradients do reach the inputs
 
 
-def test_auto_picks_factored_for_short_and_fused_for_long_sequences(monkeypatch):
+def test_auto_picks_factored_for_short_and_fused_for_long_sequences(monkeypatch, device):
     from neuralode_tf.fields import transevolve
 
     assert transevolve.AUTO_FACTORED_MAX_TOKENS["cpu"] == 4096  # the CPU crossover of benchmarks/transevolve.py
-    monkeypatch.setitem(transevolve.AUTO_FACTORED_MAX_TOKENS, "cpu", 16)
-    attn = TransEvolveAttention(D, H, L)
-    assert attn.prepare(torch.randn(1, 16, D)).mode == "factored"
-    assert attn.prepare(torch.randn(1, 17, D)).mode == "fused"
+    monkeypatch.setitem(transevolve.AUTO_FACTORED_MAX_TOKENS, device.type, 16)  # the limit of the input's device
+    attn = TransEvolveAttention(D, H, L).to(device)
+    assert attn.prepare(randn(1, 16, D, device=device)).mode == "factored"
+    assert attn.prepare(randn(1, 17, D, device=device)).mode == "fused"
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_query_side_and_time_time_terms_cancel(causal):
-    attn = TransEvolveAttention(D, H, L, causal=causal, mode="fidelity")
-    x0 = torch.randn(B, N, D, requires_grad=True)
-    pad = padding()
+def test_query_side_and_time_time_terms_cancel(causal, device):
+    attn = TransEvolveAttention(D, H, L, causal=causal, mode="fidelity").to(device)
+    x0 = randn(B, N, D, device=device).requires_grad_()
+    pad = padding(device)
     full = attn.prepare(x0, pad)
     key_side_only = dataclasses.replace(
         full, query_time=torch.zeros_like(full.query_time), time_time=torch.zeros_like(full.time_time)
@@ -153,76 +158,77 @@ def test_query_side_and_time_time_terms_cancel(causal):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_large_key_bias_neither_overflows_nor_underflows(causal, monkeypatch):
+def test_large_key_bias_neither_overflows_nor_underflows(causal, monkeypatch, device):
     """Scaled coefficients give key biases spanning thousands: e^b would overflow without the shift, and
     under a causal mask the early rows' e^b underflow (the exact fallback of the factored and fused modes)."""
     fallbacks = []
     softmax_apply = transevolve._softmax_apply
     monkeypatch.setattr(transevolve, "_softmax_apply", lambda *args: fallbacks.append(1) or softmax_apply(*args))
-    attn = TransEvolveAttention(D, H, L, causal=causal)
+    attn = TransEvolveAttention(D, H, L, causal=causal).to(device)
     with torch.no_grad():
         attn.coeffs.mul_(1e3)
-    x0 = torch.randn(B, N, D)
+    x0 = randn(B, N, D, device=device)
     state = attn.prepare(x0)
     signal = depth_signal(1.0, attn.coeffs[1], H)
     bias = transevolve._key_bias(state, signal)
     assert (bias.amax(-1) - bias.amin(-1)).min().item() > 200
     attn.double()  # eq. 6 as written adds A3 (T ⊙ T) ~ 1e6 to O(1) scores: float32 fidelity would lose them
-    reference = evaluate(attn, "fidelity", x0.double(), x0.double(), 1.0, padding())[0]
+    reference = evaluate(attn, "fidelity", x0.double(), x0.double(), 1.0, padding(device))[0]
     attn.float()
     fallbacks.clear()
     for mode in ("factored", "fused"):
-        out, grads = evaluate(attn, mode, x0, x0, 1.0, padding())
+        out, grads = evaluate(attn, mode, x0, x0, 1.0, padding(device))
         assert torch.isfinite(out).all() and all(torch.isfinite(g).all() for g in grads)
         assert max_abs(out.double(), reference) <= 1e-4
     assert len(fallbacks) == (2 if causal else 0)  # both modes' fallback, only under the causal mask
 
 
-def test_random_feed_forward_keeps_its_frequencies_in_the_state_dict():
-    ff = RandomFeedForward(16)
+def test_random_feed_forward_keeps_its_frequencies_in_the_state_dict(device):
+    ff = RandomFeedForward(16).to(device)
     params = {name for name, _ in ff.named_parameters()}
     assert params == {"norm.weight", "norm.bias", "expand.svals", "expand.bias", "contract.svals", "contract.bias"}
     buffers = {name for name, _ in ff.named_buffers()}
     assert buffers == {"expand.u_freqs", "expand.v_freqs", "contract.u_freqs", "contract.v_freqs"}
     assert buffers <= set(ff.state_dict())
     assert sum(p.numel() for p in ff.parameters()) == 2 * 16 + (16 + 64) + (16 + 16)
-    x = torch.randn(B, N, 16)
+    x = randn(B, N, 16, device=device)
     torch.manual_seed(1)
-    other = RandomFeedForward(16)
+    other = RandomFeedForward(16).to(device)
     assert max_abs(other(1.0, x), ff(1.0, x)) > 1e-3
     other.load_state_dict(ff.state_dict())
     assert max_abs(other(1.0, x), ff(1.0, x)) == 0.0
 
 
-def test_random_feed_forward_at_depth_zero_is_its_bias():
+def test_random_feed_forward_at_depth_zero_is_its_bias(device):
     """With the code's indexing, the 4d -> d projection reaches only sine columns, all zero at t = 0."""
     ff = RandomFeedForward(16)
     with torch.no_grad():
         ff.contract.bias.normal_()
-    out = ff(0.0, torch.randn(B, N, 16))
+    ff = ff.to(device)
+    out = ff(0.0, randn(B, N, 16, device=device))
     assert max_abs(out, ff.contract.bias.expand_as(out)) <= 1e-6
-    assert max_abs(ff(1.0, torch.randn(B, N, 16)), ff.contract.bias.expand_as(out)) > 1e-3
+    assert max_abs(ff(1.0, randn(B, N, 16, device=device)), ff.contract.bias.expand_as(out)) > 1e-3
 
 
 @pytest.mark.parametrize("feed_forward", ["random", "full"])
 @pytest.mark.parametrize("mode", ["fidelity", "factored", "fused"])
-def test_lie_trotter_euler_steps_are_the_discrete_block(feed_forward, mode):
-    field = TransEvolveField(D, H, L, feed_forward=feed_forward, causal=True, mode=mode)
-    x0, pad = torch.randn(B, N, D), padding()
+def test_lie_trotter_euler_steps_are_the_discrete_block(feed_forward, mode, device):
+    field = TransEvolveField(D, H, L, feed_forward=feed_forward, causal=True, mode=mode).to(device)
+    x0, pad = randn(B, N, D, device=device), padding(device)
     field.attention.bind(block_input=x0, key_padding_mask=pad)
     ref = x0
     for layer in range(L):
         ref = ref + field.attention(float(layer), ref)
-        ref = ref + field.feed_forward.layers[layer](torch.tensor(float(layer)), ref)
+        ref = ref + field.feed_forward.layers[layer](torch.tensor(float(layer), device=device), ref)
     y = solve(field, x0, [0.0, float(L)], method="lie_trotter", steps=L).y1
     assert max_abs(y, ref) <= 1e-6
     block = ContinuousDepth(field, t1=L, method="lie_trotter")
     assert max_abs(block(x0, block_input=x0, key_padding_mask=pad), ref) <= 1e-6
 
 
-def test_checkpointed_solve_gives_the_block_input_and_projections_their_gradients():
-    field = TransEvolveField(D, H, L, mode="factored")
-    x0 = torch.randn(B, N, D, requires_grad=True)
+def test_checkpointed_solve_gives_the_block_input_and_projections_their_gradients(device):
+    field = TransEvolveField(D, H, L, mode="factored").to(device)
+    x0 = randn(B, N, D, device=device).requires_grad_()
     grads = {}
     for adjoint in ("backprop", "checkpoint"):
         block = ContinuousDepth(field, t1=L, method="lie_trotter", adjoint=adjoint)
@@ -232,10 +238,10 @@ def test_checkpointed_solve_gives_the_block_input_and_projections_their_gradient
     assert max(max_abs(a, b) for a, b in zip(grads["backprop"], grads["checkpoint"])) <= 1e-6
 
 
-def test_unbound_state_and_bad_arguments_raise():
-    field = TransEvolveField(D, H, L)
+def test_unbound_state_and_bad_arguments_raise(device):
+    field = TransEvolveField(D, H, L).to(device)
     with pytest.raises(RuntimeError, match="block_input"):
-        solve(field, torch.randn(B, N, D), [0.0, 1.0], method="lie_trotter", steps=1)
+        solve(field, randn(B, N, D, device=device), [0.0, 1.0], method="lie_trotter", steps=1)
     with pytest.raises(ValueError, match="mode"):
         TransEvolveAttention(D, H, L, mode="fast")
     with pytest.raises(ValueError, match="feed_forward"):
@@ -244,25 +250,24 @@ def test_unbound_state_and_bad_arguments_raise():
         TransEvolveAttention(30, 4, L)
 
 
-def test_attention_weights_are_the_fidelity_softmax_and_rows_sum_to_one():
+def test_attention_weights_are_the_fidelity_softmax_and_rows_sum_to_one(device):
     from neuralode_tf.fields import TransEvolveAttention
 
     torch.manual_seed(0)
-    attention = TransEvolveAttention(32, 4, 3, mode="fidelity")
-    x0 = torch.randn(2, 12, 32)
-    pad = torch.zeros(2, 12, dtype=torch.bool)
+    attention = TransEvolveAttention(32, 4, 3, mode="fidelity").to(device)
+    x0 = randn(2, 12, 32, device=device)
+    pad = torch.zeros(2, 12, dtype=torch.bool, device=device)
     pad[1, 9:] = True
     state = attention.prepare(x0, pad)
     weights = attention.attention_weights(1.5, state)
     assert weights.shape == (2, 4, 12, 12)
     assert (weights.sum(-1) - 1).abs().max().item() <= 1e-6 and weights[1, :, :, 9:].abs().max().item() == 0.0
-    values = torch.randn(2, 4, 12, 8)
+    values = randn(2, 4, 12, 8, device=device)
     by_hand = weights @ values
     from neuralode_tf.fields.transevolve import _fidelity
 
     _, signal = attention._depth(1.5)
     assert (by_hand - _fidelity(state, signal, values)).abs().max().item() <= 1e-5
     with pytest.raises(ValueError, match="mode='fidelity'"):
-        TransEvolveAttention(32, 4, 3, mode="fused").attention_weights(
-            0.0, TransEvolveAttention(32, 4, 3, mode="fused").prepare(x0)
-        )
+        fused = TransEvolveAttention(32, 4, 3, mode="fused").to(device)
+        fused.attention_weights(0.0, fused.prepare(x0))

@@ -7,10 +7,10 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
-from torch.utils.flop_counter import FlopCounterMode
 
 from ..continuous import ContinuousDepth
 from ..fields import EvolvingAttentionField, EvolvingAttentionStack, SplitField, WeightSharedField
+from ..flops import seq2seq_flops
 from ..nn import AttentionBranch, EvolvingAttentionBranch, MLPBranch
 from .blocks import _evolving_settings, transformer_field
 from .text import PAD, TokenEmbedding
@@ -277,8 +277,17 @@ class Seq2Seq(EncoderDecoder):
         self.encoder_norm = nn.LayerNorm(dim)
         self.decoder_norm = nn.LayerNorm(dim)
         self.output = nn.Linear(dim, tgt_vocab_size, bias=False)
+        self.tie_output = tie_output
         if tie_output:
             self.output.weight = self.tgt_embed.weight
+
+    def _apply(self, fn: Any, recurse: bool = True) -> Seq2Seq:
+        # A conversion that cannot happen in place (e.g. .to() an XLA device) gives each submodule its own
+        # new Parameter, which would untie the output projection from the target embedding: re-tie it.
+        super()._apply(fn, recurse)
+        if self.tie_output:
+            self.output.weight = self.tgt_embed.weight
+        return self
 
     def encode(self, src: Tensor, src_padding_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """The memory ``(B, S, dim)`` of ``src`` ``(B, S)`` and its padding mask (default ``src == PAD``)."""
@@ -318,9 +327,10 @@ def evolving_table5_costs(length: int = 30, vocab_size: int = 100) -> dict[str, 
     (``d = 160``, FFN 160) and Transformer-Base (``d = 512``, FFN 2048), 6 + 6 layers, 8 heads.
 
     As the paper counts them: parameters without the embeddings and the output projection; FLOPs of
-    one ``length``-token source and target pair, matrix products and convolutions counted by
-    :class:`torch.utils.flop_counter.FlopCounterMode` (2 per multiply-add), the output projection
-    left out. The EA models have evolving attention (3x3, ``α = β = 0.1``) in the encoder only (§4.3).
+    one ``length``-token source and target pair by :func:`~neuralode_tf.flops.seq2seq_flops` (matrix
+    products, attention scores and their application, convolutions, 2 per multiply-add, from explicit
+    formulas), the output projection left out: the same counts on every torch build. The EA models have
+    evolving attention (3x3, ``α = β = 0.1``) in the encoder only (§4.3).
     """
     costs = {}
     for name, (dim, hidden) in {"Lite": (160, 160), "Base": (512, 2048)}.items():
@@ -331,8 +341,8 @@ def evolving_table5_costs(length: int = 30, vocab_size: int = 100) -> dict[str, 
         costs[name] = (
             _non_embedding_parameters(vanilla),
             _non_embedding_parameters(evolving),
-            _flops(vanilla, length),
-            _flops(evolving, length),
+            seq2seq_flops(vanilla, length, length),
+            seq2seq_flops(evolving, length, length),
         )
     return costs
 
@@ -340,11 +350,3 @@ def evolving_table5_costs(length: int = 30, vocab_size: int = 100) -> dict[str, 
 def _non_embedding_parameters(model: Seq2Seq) -> int:
     embeddings = {id(p) for module in (model.src_embed, model.tgt_embed, model.output) for p in module.parameters()}
     return sum(p.numel() for p in model.parameters() if id(p) not in embeddings)
-
-
-def _flops(model: Seq2Seq, length: int) -> int:
-    vocab_size, dim = model.output.out_features, model.output.in_features
-    src, tgt = torch.randint(3, vocab_size, (1, length)), torch.randint(3, vocab_size, (1, length))
-    with FlopCounterMode(display=False) as counter, torch.no_grad():
-        model.decode(tgt, *model.encode(src))
-    return counter.get_total_flops() - 2 * length * dim * vocab_size
