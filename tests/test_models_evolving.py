@@ -14,6 +14,11 @@ def max_abs(a, b):
     return (a - b).abs().max().item()
 
 
+def randint(low, high, size, device):
+    """Drawn on the CPU, then moved: the same tokens on every device under test."""
+    return torch.randint(low, high, size).to(device)
+
+
 def _copy_vanilla_weights(evolving: torch.nn.Module, vanilla: torch.nn.Module) -> None:
     """Load the EA model's parameters (all but the convolutions) into the vanilla one, in order."""
     shared = [p for name, p in evolving.named_parameters() if ".conv." not in name]
@@ -24,7 +29,7 @@ def _copy_vanilla_weights(evolving: torch.nn.Module, vanilla: torch.nn.Module) -
             target.copy_(source)
 
 
-def test_vit_with_zero_alpha_beta_is_the_vanilla_vit():
+def test_vit_with_zero_alpha_beta_is_the_vanilla_vit(device):
     ea = ViT(
         img_size=8,
         patch_size=4,
@@ -35,18 +40,19 @@ def test_vit_with_zero_alpha_beta_is_the_vanilla_vit():
         heads=2,
         field="evolving",
         evolving={"alpha": 0.0, "beta": 0.0},
-    ).double()
-    vanilla = ViT(img_size=8, patch_size=4, in_chans=1, num_classes=3, dim=16, depth=3, heads=2).double()
+    ).to(device, torch.float64)
+    vanilla = ViT(img_size=8, patch_size=4, in_chans=1, num_classes=3, dim=16, depth=3, heads=2)
+    vanilla = vanilla.to(device, torch.float64)
     _copy_vanilla_weights(ea, vanilla)
-    images = torch.randn(4, 1, 8, 8, dtype=torch.float64)
+    images = torch.randn(4, 1, 8, 8, dtype=torch.float64).to(device)
     assert max_abs(ea(images), vanilla(images)) <= 1e-12
 
 
-def test_text_classifier_is_the_discrete_ea_transformer_with_padding():
+def test_text_classifier_is_the_discrete_ea_transformer_with_padding(device):
     model = TextClassifier(
         50, 3, dim=16, num_heads=2, depth=3, field="evolving", evolving={"alpha": 0.4, "beta": 0.7, "kernel_size": 3}
-    ).double()
-    tokens = torch.randint(1, 50, (3, 9))
+    ).to(device, torch.float64)
+    tokens = randint(1, 50, (3, 9), device)
     tokens[0, 6:] = PAD
     pad = tokens.eq(PAD)
     x = model.embed(tokens, pad)
@@ -63,14 +69,14 @@ def test_text_classifier_is_the_discrete_ea_transformer_with_padding():
     assert max_abs(model(tokens), model.head(features)) <= 1e-12
 
 
-def test_text_classifier_padding_does_not_change_real_outputs():
-    model = TextClassifier(50, 3, dim=16, num_heads=2, depth=2, field="evolving")
-    tokens = torch.randint(1, 50, (2, 7))
-    padded = torch.cat([tokens, torch.full((2, 3), PAD)], dim=1)
+def test_text_classifier_padding_does_not_change_real_outputs(device):
+    model = TextClassifier(50, 3, dim=16, num_heads=2, depth=2, field="evolving").to(device)
+    tokens = randint(1, 50, (2, 7), device)
+    padded = torch.cat([tokens, torch.full((2, 3), PAD, device=device)], dim=1)
     assert max_abs(model(tokens), model(padded)) <= 1e-5
 
 
-def test_seq2seq_evolving_decoder_is_causal():
+def test_seq2seq_evolving_decoder_is_causal(device):
     model = Seq2Seq(
         30,
         dim=16,
@@ -79,13 +85,13 @@ def test_seq2seq_evolving_decoder_is_causal():
         decoder_depth=2,
         field="evolving",
         evolving={"alpha": 0.5, "beta": 0.5},
-    )
-    src = torch.randint(3, 30, (2, 6))
-    tgt = torch.randint(3, 30, (2, 8))
+    ).to(device)
+    src = randint(3, 30, (2, 6), device)
+    tgt = randint(3, 30, (2, 8), device)
     memory, src_pad = model.encode(src)
     logits = model.decode(tgt, memory, src_pad)
     changed = tgt.clone()
-    changed[:, 5:] = torch.randint(3, 30, (2, 3))
+    changed[:, 5:] = randint(3, 30, (2, 3), device)
     assert max_abs(model.decode(changed, memory, src_pad)[:, :5], logits[:, :5]) == 0.0
     assert max_abs(model.decode(changed, memory, src_pad)[:, 5:], logits[:, 5:]) > 1e-3
     # Incremental decoding then agrees with teacher forcing: the greedy tokens score as their argmax.
@@ -94,9 +100,11 @@ def test_seq2seq_evolving_decoder_is_causal():
     assert torch.equal(teacher[..., 1:].argmax(-1) + 1, tokens)
 
 
-def test_transformer_field_evolving_and_bad_settings():
-    field = transformer_field(16, 2, 2, field="evolving", evolving={"kernel_size": 5})
+def test_transformer_field_evolving_and_bad_settings(device):
+    field = transformer_field(16, 2, 2, field="evolving", evolving={"kernel_size": 5}).to(device)
     assert all(layer.attentions[0].conv.kernel_size == (5, 5) for layer in field.layers)
+    x = torch.randn(2, 6, 16).to(device)
+    assert field(torch.tensor(0.0), field.initial_state(x))[0].shape == x.shape
     with pytest.raises(ValueError, match="evolving= configures field='evolving'"):
         ViT(img_size=8, patch_size=4, in_chans=1, num_classes=3, dim=16, depth=2, evolving={"alpha": 0.1})
     with pytest.raises(ValueError, match="transport_cost"):

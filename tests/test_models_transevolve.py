@@ -30,13 +30,22 @@ def max_abs(a: torch.Tensor, b: torch.Tensor) -> float:
     return (a - b).abs().max().item()
 
 
-def paddings() -> tuple[torch.Tensor, torch.Tensor]:
+def randn(*shape: int, device: torch.device) -> torch.Tensor:
+    """Drawn on the CPU, then moved: the same values on every device under test."""
+    return torch.randn(*shape).to(device)
+
+
+def randint(low: int, high: int, size: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    return torch.randint(low, high, size).to(device)
+
+
+def paddings(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """Target and source padding: right and left padding, and a sample whose source is all padding."""
     tgt, src = torch.zeros(B, N, dtype=torch.bool), torch.zeros(B, S, dtype=torch.bool)
     tgt[0, 5:], src[0, 6:] = True, True
     tgt[1, :2], src[1, :3] = True, True
     src[2] = True
-    return tgt, src
+    return tgt.to(device), src.to(device)
 
 
 def cross_evaluate(attn: TransEvolveAttention, mode: str, x0, memory, t, tgt_pad, src_pad):
@@ -45,7 +54,7 @@ def cross_evaluate(attn: TransEvolveAttention, mode: str, x0, memory, t, tgt_pad
     attn.mode = mode
     x0, memory = x0.clone().requires_grad_(), memory.clone().requires_grad_()
     out = attn(t, x0, attn.prepare(x0, tgt_pad, memory, src_pad))
-    probe = torch.randn(out.shape, generator=torch.Generator().manual_seed(1))
+    probe = torch.randn(out.shape, generator=torch.Generator().manual_seed(1)).to(out.device)
     inputs = [x0, memory, *attn.parameters()]
     grads = torch.autograd.grad((out * probe).sum(), inputs, allow_unused=True)
     return out.detach(), [torch.zeros_like(p) if g is None else g for p, g in zip(inputs, grads)]
@@ -66,9 +75,8 @@ def code_cross_attention(attn: TransEvolveAttention, x0, enc, layer: int, src_pa
     a1q = torch.einsum("dnt,...ld->...nlt", time_k, q)
     rate = np.float32(layer) * np.float32(math.pi / 64.0)
     p = np.arange(d // 2, dtype=np.float32)
-    tee = (torch.from_numpy(np.concatenate([np.sin(rate * p), np.cos(rate * p)])) * attn.coeffs[layer]).reshape(
-        heads, -1
-    )
+    signal = torch.from_numpy(np.concatenate([np.sin(rate * p), np.cos(rate * p)])).to(attn.coeffs.device)
+    tee = (signal * attn.coeffs[layer]).reshape(heads, -1)
     logits = (
         a0
         + torch.einsum("...nlt,nt->...nl", a1q, tee)[..., :, None]
@@ -80,25 +88,25 @@ def code_cross_attention(attn: TransEvolveAttention, x0, enc, layer: int, src_pa
     return torch.einsum("...nlk,...knd->...lnd", probs, h).flatten(-2) @ attn.w_o[layer]
 
 
-def test_cross_attention_is_the_official_codes_and_ignores_the_current_tokens():
-    attn = TransEvolveAttention(D, H, L, cross_attention=True, mode="fidelity")
-    x0, enc = torch.randn(B, N, D), torch.randn(B, S, D)
-    tgt_pad, src_pad = paddings()
+def test_cross_attention_is_the_official_codes_and_ignores_the_current_tokens(device):
+    attn = TransEvolveAttention(D, H, L, cross_attention=True, mode="fidelity").to(device)
+    x0, enc = randn(B, N, D, device=device), randn(B, S, D, device=device)
+    tgt_pad, src_pad = paddings(device)
     src_pad[2] = False  # the code's -1e9 mask and "attend to all" differ only on an all-padding source
     state = attn.prepare(x0, None, enc, src_pad)
     for layer in range(L):
         out = attn(float(layer), x0, state)
         assert max_abs(out, code_cross_attention(attn, x0, enc, layer, src_pad)) <= 1e-5
-        assert max_abs(attn(float(layer), torch.randn(B, N, D), state), out) == 0.0  # eq. 13: values from enc
+        assert max_abs(attn(float(layer), randn(B, N, D, device=device), state), out) == 0.0  # eq. 13: values from enc
     masked = attn(1.0, x0, attn.prepare(x0, tgt_pad, enc, src_pad))
     assert masked[tgt_pad].abs().max().item() == 0.0 and max_abs(masked[~tgt_pad], out.new_zeros(1)) > 1e-3
 
 
 @pytest.mark.parametrize("mode", ["factored", "fused", "auto"])
-def test_cross_attention_modes_match_fidelity_in_outputs_and_gradients(mode):
-    attn = TransEvolveAttention(D, H, L, cross_attention=True)
-    x0, memory = torch.randn(B, N, D), torch.randn(B, S, D)
-    tgt_pad, src_pad = paddings()
+def test_cross_attention_modes_match_fidelity_in_outputs_and_gradients(mode, device):
+    attn = TransEvolveAttention(D, H, L, cross_attention=True).to(device)
+    x0, memory = randn(B, N, D, device=device), randn(B, S, D, device=device)
+    tgt_pad, src_pad = paddings(device)
     worst = 0.0
     for t in (0.0, 1.5, 2.0):
         ref, ref_grads = cross_evaluate(attn, "fidelity", x0, memory, t, tgt_pad, src_pad)
@@ -111,10 +119,10 @@ def test_cross_attention_modes_match_fidelity_in_outputs_and_gradients(mode):
 
 @pytest.mark.parametrize("feed_forward", ["random", "full"])
 @pytest.mark.parametrize("mode", ["fidelity", "factored", "fused"])
-def test_decoder_field_lie_trotter_steps_are_the_discrete_decoder_block(feed_forward, mode):
-    field = TransEvolveDecoderField(D, H, L, feed_forward=feed_forward, mode=mode)
-    y0, memory = torch.randn(B, N, D), torch.randn(B, S, D)
-    tgt_pad, src_pad = paddings()
+def test_decoder_field_lie_trotter_steps_are_the_discrete_decoder_block(feed_forward, mode, device):
+    field = TransEvolveDecoderField(D, H, L, feed_forward=feed_forward, mode=mode).to(device)
+    y0, memory = randn(B, N, D, device=device), randn(B, S, D, device=device)
+    tgt_pad, src_pad = paddings(device)
     conditioning = dict(key_padding_mask=tgt_pad, memory=memory, memory_padding_mask=src_pad)
     y = ContinuousDepth(field, t1=L, method="lie_trotter")(y0, block_input=y0, **conditioning)
     ref = y0
@@ -127,13 +135,13 @@ def test_decoder_field_lie_trotter_steps_are_the_discrete_decoder_block(feed_for
     assert field.jump_times == [1.0, 2.0]
 
 
-def test_classifier_padding_changes_logits_only_when_pooled():
-    model = TransEvolveClassifier(20, 3, dim=16, num_heads=2, num_blocks=2, layers_per_block=2).eval()
-    tokens = torch.randint(1, 20, (2, 5))
+def test_classifier_padding_changes_logits_only_when_pooled(device):
+    model = TransEvolveClassifier(20, 3, dim=16, num_heads=2, num_blocks=2, layers_per_block=2).eval().to(device)
+    tokens = randint(1, 20, (2, 5), device)
     tokens[1, 3:] = PAD
-    longer = torch.cat([tokens, torch.full((2, 3), PAD)], dim=1)
-    garbage = torch.cat([tokens, torch.randint(1, 20, (2, 3))], dim=1)  # ids under the mask are read as PAD
-    garbage_pad = torch.cat([tokens.eq(PAD), torch.ones(2, 3, dtype=torch.bool)], dim=1)
+    longer = torch.cat([tokens, torch.full((2, 3), PAD, device=device)], dim=1)
+    garbage = torch.cat([tokens, randint(1, 20, (2, 3), device)], dim=1)  # ids under the mask are read as PAD
+    garbage_pad = torch.cat([tokens.eq(PAD), torch.ones(2, 3, dtype=torch.bool, device=device)], dim=1)
     with torch.no_grad():
         logits = model(tokens)
         assert max_abs(model(longer), logits) <= 1e-5
@@ -143,42 +151,48 @@ def test_classifier_padding_changes_logits_only_when_pooled():
 
 
 def _well_formed(tokens: torch.Tensor) -> None:
-    for row in tokens.tolist():
+    for row in tokens.cpu().tolist():
         end = row.index(EOS) + 1 if EOS in row else len(row)
         assert PAD not in row[:end] and all(t == PAD for t in row[end:])
 
 
-def test_seq2seq_is_causal_ignores_source_padding_and_ties_one_table():
+def test_seq2seq_is_causal_ignores_source_padding_and_ties_one_table(device):
     vocab = 11
-    model = TransEvolveSeq2Seq(vocab, dim=16, num_heads=2, num_blocks=2, layers_per_block=2).eval()
+    model = TransEvolveSeq2Seq(vocab, dim=16, num_heads=2, num_blocks=2, layers_per_block=2).eval().to(device)
     embeddings = [p for p in model.parameters() if p.shape == (vocab, 16)]
     assert len(embeddings) == 1 and model.output.weight is model.embed.weight and model.output.bias is None
-    src, tgt_in = torch.randint(3, vocab, (4, 6)), torch.randint(3, vocab, (4, 5))
+    src, tgt_in = randint(3, vocab, (4, 6), device), randint(3, vocab, (4, 5), device)
     src[0, 4:] = PAD
     with torch.no_grad():
         logits = model(src, tgt_in)
         changed = tgt_in.clone()
-        changed[:, 3:] = torch.randint(3, vocab, (4, 2))
+        changed[:, 3:] = randint(3, vocab, (4, 2), device)
         # Causal in the target, up to rounding (the factored mode shifts key biases by their maximum over all keys).
         assert max_abs(model(src, changed)[:, :3], logits[:, :3]) <= 1e-5
-        longer = torch.cat([src, torch.full((4, 2), PAD)], dim=1)
+        longer = torch.cat([src, torch.full((4, 2), PAD, device=device)], dim=1)
         assert max_abs(model(longer, tgt_in), logits) <= 1e-5
 
 
 @pytest.mark.parametrize("feed_forward", ["random", "full"])
-def test_seq2seq_greedy_and_beam_decoding(feed_forward):
+def test_seq2seq_greedy_and_beam_decoding(feed_forward, device):
     """A model trained briefly on reversal (its outputs depend on the source but are still uncertain)."""
     model = TransEvolveSeq2Seq(9, dim=16, num_heads=2, num_blocks=2, layers_per_block=2, feed_forward=feed_forward)
+    model = model.to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     for _ in range(40):
         src = torch.randint(3, 9, (32, 4))
         tgt = torch.cat([torch.full((32, 1), BOS), src.flip(1), torch.full((32, 1), EOS)], dim=1)
+        src, tgt = src.to(device), tgt.to(device)
         loss = F.cross_entropy(model(src, tgt[:, :-1]).flatten(0, 1), tgt[:, 1:].flatten())
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        if device.type == "xla":  # run each training step as its own graph, not all 40 as one
+            import torch_xla
+
+            torch_xla.sync()
     model.eval()
-    src = torch.randint(3, 9, (6, 4))
+    src = randint(3, 9, (6, 4), device)
     with torch.no_grad():
         greedy = model.greedy_decode(src, max_len=6, bos=BOS, eos=EOS)
         assert torch.equal(model.beam_search(src, beam_size=1, max_len=6, bos=BOS, eos=EOS), greedy)
@@ -191,8 +205,8 @@ def test_seq2seq_greedy_and_beam_decoding(feed_forward):
     assert (gain >= -1e-5).all() and (gain > 1e-3).any()
 
 
-def test_seq2seq_share_embeddings():
-    shared = Seq2Seq(11, dim=16, num_heads=2, share_embeddings=True)
+def test_seq2seq_share_embeddings(device):
+    shared = Seq2Seq(11, dim=16, num_heads=2, share_embeddings=True).to(device)
     assert shared.src_embed is shared.tgt_embed and shared.output.weight is shared.tgt_embed.weight
     count = lambda m: sum(p.numel() for p in m.parameters())
     assert count(Seq2Seq(11, dim=16, num_heads=2)) - count(shared) == 11 * 16
@@ -200,6 +214,7 @@ def test_seq2seq_share_embeddings():
         Seq2Seq(11, 13, share_embeddings=True)
 
 
+@pytest.mark.cpu_only("counts the parameters of paper-size models built on the meta device; no tensors")
 def test_table2_parameter_counts():
     """Each TransEvolve count is within 1M of Table 2 and equals the official code's formula (notes §1.7),
     less the ``3d`` unused singular values per random feed-forward layer that the code keeps."""
@@ -219,12 +234,14 @@ def test_table2_parameter_counts():
     assert counts["Transformer-base"] == 60_524_544  # paper: 65M, Vaswani et al.'s 37k vocabulary
 
 
-def test_bad_arguments_raise():
-    attn = TransEvolveAttention(D, H, L, cross_attention=True)
+def test_bad_arguments_raise(device):
+    attn = TransEvolveAttention(D, H, L, cross_attention=True).to(device)
     with pytest.raises(ValueError, match="memory"):
-        attn.prepare(torch.randn(B, N, D))
+        attn.prepare(randn(B, N, D, device=device))
     with pytest.raises(ValueError, match="memory"):
-        TransEvolveAttention(D, H, L).prepare(torch.randn(B, N, D), memory=torch.randn(B, S, D))
+        TransEvolveAttention(D, H, L).to(device).prepare(
+            randn(B, N, D, device=device), memory=randn(B, S, D, device=device)
+        )
     with pytest.raises(ValueError, match="causal"):
         TransEvolveAttention(D, H, L, causal=True, cross_attention=True)
     with pytest.raises(ValueError, match="feed_forward"):

@@ -219,7 +219,7 @@ def test_lie_trotter_euler_steps_are_the_discrete_block(feed_forward, mode, devi
     ref = x0
     for layer in range(L):
         ref = ref + field.attention(float(layer), ref)
-        ref = ref + field.feed_forward.layers[layer](torch.tensor(float(layer), device=device), ref)
+        ref = ref + field.feed_forward.layers[layer](torch.tensor(float(layer)), ref)
     y = solve(field, x0, [0.0, float(L)], method="lie_trotter", steps=L).y1
     assert max_abs(y, ref) <= 1e-6
     block = ContinuousDepth(field, t1=L, method="lie_trotter")

@@ -239,6 +239,13 @@ class TransEvolveSeq2Seq(EncoderDecoder):
         self.output = nn.Linear(dim, vocab_size, bias=False)
         self.output.weight = self.embed.weight
 
+    def _apply(self, fn: Any, recurse: bool = True) -> TransEvolveSeq2Seq:
+        # A conversion that cannot happen in place (e.g. .to() an XLA device) gives each submodule its own
+        # new Parameter, which would untie the output projection from the embedding table: re-tie it.
+        super()._apply(fn, recurse)
+        self.output.weight = self.embed.weight
+        return self
+
     def encode(self, src: Tensor, src_padding_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """The memory ``(B, S, dim)`` of ``src`` ``(B, S)`` and its padding mask (default ``src == PAD``)."""
         src_padding_mask = _padding(src, src_padding_mask)

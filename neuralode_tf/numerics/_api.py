@@ -188,7 +188,10 @@ def _solve_builtin(
     stats.n_accepted = n_steps
     stats.nfe = n_steps * _fixed.nfe_per_step(scheme, tableau, n_parts)
     if compiled is not False:
-        options = {**COMPILE_OPTIONS, **(compiled if isinstance(compiled, dict) else {})}
+        defaults = COMPILE_OPTIONS if leaves(y0)[0].device.type == "cpu" else {}
+        if checkpoint and not _CPP_WRAPPER_CHECKPOINTS:
+            defaults = {k: v for k, v in defaults.items() if k != "cpp_wrapper"}
+        options = {**defaults, **(compiled if isinstance(compiled, dict) else {})}
         key = (method, substep, tuple(map(tuple, grid)), checkpoint, _hashable(options))
         cache = _COMPILED.setdefault(field, {})
         if key not in cache:
@@ -202,8 +205,17 @@ def _solve_builtin(
 
 
 COMPILE_OPTIONS = {"cpp_wrapper": True}
-"""Inductor options of ``solve(..., compile=True)``. The C++ wrapper calls the generated kernels without
-Python in between, which matters where Python overhead dominates (``benchmarks/suite.py``)."""
+"""Inductor options of ``solve(..., compile=True)`` for a state on the CPU. The C++ wrapper calls the generated
+kernels without Python in between, which matters where Python overhead dominates (``benchmarks/suite.py``).
+Other devices get torch.compile's defaults: on CUDA, ``cpp_wrapper`` given as an option broke the compilation
+of backward graphs with torch 2.11 (``CudaKernelParamCache not populated``, pytorch/pytorch#178845)."""
+
+_CPP_WRAPPER_CHECKPOINTS = torch.__version__ >= (2, 14)
+"""Before torch 2.14, a checkpointed march (``adjoint="checkpoint"``) compiled with ``cpp_wrapper`` failed: the
+partitioner took CPU attention (tagged random even at ``dropout_p=0``) for a random op and wrapped its
+recomputation in ``run_and_save_rng_state``, which the C++ wrapper cannot emit (``AssertionError:
+RunAndSaveRngState`` in cpp_wrapper_cpu.py; seen with 2.9.0, 2.9.1, 2.10.0 and 2.13.0). There such a march keeps
+the Python wrapper, unless ``compile`` asks for ``cpp_wrapper`` itself."""
 
 _COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 """Compiled marches by field, then by (method, substep, grid, checkpoint, options), each with a code object of
