@@ -225,7 +225,7 @@ def tests_oldest(session: nox.Session) -> None:
     if _no_venv(session):
         session.error(
             "tests_oldest installs the oldest supported versions (constraints/oldest.txt) into its own "
-            "virtualenv and tests the built wheel; it cannot run with --no-venv. Run `nox -s tests_oldest`."
+            "virtualenv and tests the built wheel; it cannot run with --no-venv. Run `nox -s tests_oldest`"
         )
     tmp = Path(session.create_tmp()).resolve()
     dist = tmp / "dist"

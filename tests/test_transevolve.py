@@ -227,6 +227,12 @@ def test_lie_trotter_euler_steps_are_the_discrete_block(feed_forward, mode, devi
 
 
 def test_checkpointed_solve_gives_the_block_input_and_projections_their_gradients(device):
+    if device.type == "xla":
+        pytest.skip(
+            "XLA: non-reentrant activation checkpointing is not supported (torch_xla's reentrant checkpoint refuses "
+            "autograd.grad, and with backward() each step's recomputation frees the graph of the block state that "
+            "all steps share)"
+        )
     field = TransEvolveField(D, H, L, mode="factored").to(device)
     x0 = randn(B, N, D, device=device).requires_grad_()
     grads = {}
