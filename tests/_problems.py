@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from neuralode_tf.fields import SplitField
@@ -17,3 +18,22 @@ def tokens(batch: int = 2, n: int = 8, dim: int = 16, dtype: torch.dtype = torch
     """Random tokens drawn on the CPU, then moved: the same values on every device under test (each
     device's generator draws its own numbers), so tolerances tuned on the CPU hold everywhere."""
     return torch.randn(batch, n, dim, dtype=dtype).to(device)
+
+
+def skip_torchode_backprop_on_xla(device: torch.device, settings: dict) -> None:
+    """Skip on XLA when ``solve(**settings)`` would differentiate through torchode's steps (adjoint="backprop").
+
+    torchode's Runge-Kutta step writes each stage into one tensor, ``k[i] = f(..., einsum(a, k[:i]))``;
+    torch_xla's einsum saves the slice ``k[:i]`` for backward, so the next write fails autograd's version
+    check (on the CPU and CUDA einsum saves a reshaped copy).
+    """
+    from neuralode_tf.numerics import resolve_backend
+
+    if device.type != "xla" or settings.get("adjoint", "backprop") != "backprop":
+        return
+    options = {k: settings[k] for k in ("substep", "per_sample") if k in settings}
+    if resolve_backend(None, settings["method"], settings.get("backend", "auto"), **options) == "torchode":
+        pytest.skip(
+            "XLA: backprop through torchode's Runge-Kutta step is not supported (torch_xla's einsum saves the "
+            "stage slice k[:i] that torchode then overwrites in place: 'modified by an inplace operation')"
+        )
