@@ -216,10 +216,13 @@ def test_timm_composed_is_one_field_for_the_whole_stack(vit_tiny, device):
     expected = vit_tiny.forward_head(vit_tiny.norm(x + vit_tiny.blocks(x)))
     assert _max_diff(one_step(images), expected) <= 1e-5
     assert one_step.encoder.stats.nfe == 1
-    twenty = continuous_from_timm(vit_tiny, field="composed", steps=20, transport_cost=0.01)
-    logits = twenty(images)
-    assert torch.isfinite(logits).all() and twenty.encoder.stats.nfe == 20
-    assert twenty.encoder.regularization.item() > 0
+    # XLA compiles a fixed-grid solve as one graph: 20 steps of the 12 blocks took 5-10 minutes to compile on
+    # XLA's CPU backend, 4 steps 30 s. The checks are the same for any number of steps.
+    steps = 4 if device.type == "xla" else 20
+    several = continuous_from_timm(vit_tiny, field="composed", steps=steps, transport_cost=0.01)
+    logits = several(images)
+    assert torch.isfinite(logits).all() and several.encoder.stats.nfe == steps
+    assert several.encoder.regularization.item() > 0
 
 
 @torch.no_grad()
