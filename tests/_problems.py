@@ -20,6 +20,21 @@ def tokens(batch: int = 2, n: int = 8, dim: int = 16, dtype: torch.dtype = torch
     return torch.randn(batch, n, dim, dtype=dtype).to(device)
 
 
+def backward_grads(loss: torch.Tensor, leaves: list[torch.Tensor]) -> tuple[torch.Tensor | None, ...]:
+    """``torch.autograd.grad(loss, leaves)``, computed by ``loss.backward()``.
+
+    On XLA, ``adjoint="checkpoint"`` runs torch_xla's reentrant checkpoint, which refuses
+    ``torch.autograd.grad``; ``backward()`` works on every device. The leaves' ``.grad`` are reset.
+    """
+    for leaf in leaves:
+        leaf.grad = None
+    loss.backward()
+    grads = tuple(leaf.grad for leaf in leaves)
+    for leaf in leaves:
+        leaf.grad = None
+    return grads
+
+
 def skip_torchode_backprop_on_xla(device: torch.device, settings: dict) -> None:
     """Skip on XLA when ``solve(**settings)`` would differentiate through torchode's steps (adjoint="backprop").
 
