@@ -76,6 +76,18 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session(reuse_venv=True)
+def fuzz(session: nox.Session) -> None:
+    """The Hypothesis property tests (tests/test_fuzz_*.py) with many random examples each.
+
+    The ``tests`` session runs them too, with the quick, derandomised ``ci`` profile; this one uses
+    ``HYPOTHESIS_PROFILE=thorough`` (400 random examples per test, a new seed each run).
+    """
+    _install(session, "-e", ".[dev,vision,graph,data]")
+    files = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "tests").glob("test_fuzz_*.py"))
+    _pytest(session, *files, env={"HYPOTHESIS_PROFILE": "thorough"})
+
+
+@nox.session(reuse_venv=True)
 def tests_gpu(session: nox.Session) -> None:
     """The whole suite with CUDA as the device under test (skips when there is no CUDA GPU).
 

@@ -12,6 +12,10 @@ Every test declares where it can run:
 
 A test that does neither is a collection error. Under a device session, the end of the run prints
 how many tests ran on the device.
+
+Property-based tests (Hypothesis) use the profile named by ``HYPOTHESIS_PROFILE``: ``ci`` (the default: few
+examples, derandomised, so the suite stays quick and reproducible) or ``thorough`` (many random examples;
+``nox -s fuzz``).
 """
 
 from __future__ import annotations
@@ -20,6 +24,13 @@ import os
 
 import pytest
 import torch
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci", max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile("thorough", max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 DEVICE = os.environ.get("NEURALODE_TF_TEST_DEVICE", "cpu")
 
@@ -39,7 +50,7 @@ def _device() -> torch.device:
     return torch.device(DEVICE)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def device() -> torch.device:
     return _device()
 

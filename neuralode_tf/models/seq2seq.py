@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import warnings
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
@@ -12,6 +14,7 @@ from ..continuous import ContinuousDepth
 from ..fields import EvolvingAttentionField, EvolvingAttentionStack, SplitField, WeightSharedField
 from ..flops import seq2seq_flops
 from ..nn import AttentionBranch, EvolvingAttentionBranch, MLPBranch
+from ..numerics import CausalityWarning
 from .blocks import _evolving_settings, transformer_field
 from .text import PAD, TokenEmbedding
 
@@ -37,12 +40,14 @@ def decoder_field(
     encoder memory ``m`` reaches the cross-attention through ``bind(memory=...)``. One
     ``lie_trotter`` Euler step per unit of time is the pre-norm decoder stack of Vaswani et al.
     (2017, §3.1): masked self-attention, then encoder-decoder attention, then the MLP, each added
-    to ``y``. Every part is causal in the target positions, so any solve of the field is too.
+    to ``y``. Every part is causal in the target positions, so every fixed-grid solve of the field
+    is too (exactly: later target tokens change earlier outputs by 0.0); an adaptive solve is not
+    (:mod:`neuralode_tf.numerics.causality`, ``EncoderDecoder.forward(..., causal_prefixes=True)``).
 
     With ``evolving`` settings (a dict, possibly empty) both attentions are
     :class:`~neuralode_tf.nn.EvolvingAttentionBranch` es with those settings and ``causal=True``: the
     decoder convolutions of Wang et al. (2021, §3.5, Fig. 3(b) and 3(c)), which read no later target
-    position, so the field stays causal; and the
+    position, so the field stays causal (with the same proviso on adaptive solves); and the
     field an :class:`~neuralode_tf.fields.EvolvingAttentionStack` carrying both logit maps.
     """
     if evolving is None:
@@ -93,13 +98,33 @@ class EncoderDecoder(nn.Module):
         tgt_in: Tensor,
         src_padding_mask: Tensor | None = None,
         tgt_padding_mask: Tensor | None = None,
+        *,
+        causal_prefixes: bool = False,
     ) -> Tensor:
         """Teacher-forced logits ``(B, T, tgt_vocab)``: position ``i`` predicts ``tgt_in[:, i + 1]``.
 
         Masks are True at padding; by default they are ``src == PAD`` and ``tgt_in == PAD``.
+
+        With a fixed-grid decoder solve, the logits at position ``i`` depend on ``tgt_in[:, : i + 1]``
+        only: they are the ones decoding computes. An adaptive decoder solve chooses its steps from
+        all positions, so later tokens change earlier logits by about the tolerance
+        (:mod:`neuralode_tf.numerics.causality`). ``causal_prefixes=True`` decodes each prefix
+        ``tgt_in[:, : i + 1]`` on its own (``T`` decoder solves instead of one) and keeps its last
+        position: exactly the logits that :meth:`greedy_decode` and :meth:`beam_search` compute,
+        whatever the solver.
         """
         memory, src_padding_mask = self.encode(src, src_padding_mask)
-        return self.decode(tgt_in, memory, src_padding_mask, tgt_padding_mask)
+        if not causal_prefixes:
+            return self.decode(tgt_in, memory, src_padding_mask, tgt_padding_mask)
+        tgt_padding_mask = _padding(tgt_in, tgt_padding_mask)
+        with _solved_by_prefix():
+            return torch.cat(
+                [
+                    self.decode(tgt_in[:, :end], memory, src_padding_mask, tgt_padding_mask[:, :end])[:, -1:]
+                    for end in range(1, tgt_in.shape[1] + 1)
+                ],
+                dim=1,
+            )
 
     def score(self, src: Tensor, tokens: Tensor, bos: int, src_padding_mask: Tensor | None = None) -> Tensor:
         """``log p(tokens | src)`` ``(B,)``: the sum of the log-probabilities of ``tokens`` ``(B, T)``
@@ -182,7 +207,8 @@ class EncoderDecoder(nn.Module):
 
     def _next_log_probs(self, seqs: Tensor, memory: Tensor, src_padding_mask: Tensor) -> Tensor:
         """Log-probabilities ``(N, vocab)`` of the token after the prefixes ``seqs`` ``(N, t)``."""
-        return _log_probs(self.decode(seqs, memory, src_padding_mask)[:, -1])
+        with _solved_by_prefix():
+            return _log_probs(self.decode(seqs, memory, src_padding_mask)[:, -1])
 
 
 class Seq2Seq(EncoderDecoder):
@@ -307,6 +333,15 @@ class Seq2Seq(EncoderDecoder):
             memory_padding_mask=src_padding_mask,
         )
         return self.output(self.decoder_norm(y))
+
+
+@contextlib.contextmanager
+def _solved_by_prefix() -> Iterator[None]:
+    """Decoding reads only the last position of each prefix, which no later token reaches: the
+    :class:`~neuralode_tf.numerics.CausalityWarning` of an adaptive decoder solve does not apply."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CausalityWarning)
+        yield
 
 
 def _padding(tokens: Tensor, padding_mask: Tensor | None) -> Tensor:

@@ -2,6 +2,7 @@
 and torchode, with backprop, checkpointing or adjoint gradients."""
 
 from ._api import BACKENDS, COMPILE_OPTIONS, FIXED_GRID_METHODS, GRADIENTS, methods, resolve_backend, solve
+from .causality import CausalityWarning, is_causal
 from .errors import (
     FieldOutputError,
     InvalidStateError,
@@ -35,4 +36,6 @@ __all__ = [
     "MaxStepsExceededError",
     "StepSizeUnderflowError",
     "NonFiniteStateError",
+    "CausalityWarning",
+    "is_causal",
 ]

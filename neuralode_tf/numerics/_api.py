@@ -18,6 +18,7 @@ from . import torchode as _tde
 from ._counting import CountingField
 from ._grid import fixed_grid
 from ._state import State, all_finite, leaves, surely_finite
+from .causality import _warn_if_causal
 from .errors import (
     InvalidStateError,
     InvalidTimesError,
@@ -131,6 +132,10 @@ def solve(
         NonFiniteStateError: NaN or Inf appeared in the state; the message gives where. The check
             runs once at the end of the solve; only on failure is the solve replayed to find the
             first non-finite evaluation.
+
+    Warns:
+        CausalityWarning: an adaptive method on a field that declares ``causal``: step-size control
+            makes earlier positions depend on later ones (:mod:`neuralode_tf.numerics.causality`).
     """
     _check_state(y0)
     times = _check_times(t)
@@ -144,6 +149,8 @@ def solve(
             f"compile=True applies to the built-in fixed-grid and splitting methods, not to {method!r} on {backend!r}"
         )
     step = _step_size(method, backend, times, step_size, steps)
+    if step is None:
+        _warn_if_causal(field, method)
     stats = Stats(backend=backend)
 
     def run(f: Field, stats: Stats, compiled: bool | dict[str, Any] = False) -> list[State] | State:
