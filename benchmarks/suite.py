@@ -174,7 +174,7 @@ def adaptive(device: torch.device) -> dict:
     config = TrainConfig(preset="vit_digits", epochs=5, out_dir=str(out), progress=False, device=device.type)
     train(config)
     task = build_task(config)
-    task.model.load_state_dict(torch.load(out / "checkpoint.pt", weights_only=False)["model"])
+    task.model.load_state_dict(torch.load(out / "checkpoint.pt", weights_only=True)["model"])
     model = task.model.to(device).eval()
     field = model.encoder.field
     with torch.no_grad():

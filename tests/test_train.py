@@ -1,4 +1,4 @@
-"""The training loop: overrides, exact resume, SIGKILL, non-finite loss, torchrun/DDP."""
+"""The training loop: overrides, exact resume after SIGKILL, SIGTERM and SIGINT, non-finite loss, torchrun/DDP."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def _skip_training_on_xla(device: torch.device) -> None:
 
 
 def losses(out_dir: Path) -> list[float]:
-    return [row["loss"] for row in torch.load(out_dir / "checkpoint.pt", weights_only=False)["history"]]
+    return [row["loss"] for row in torch.load(out_dir / "checkpoint.pt", weights_only=True)["history"]]
 
 
 @pytest.mark.cpu_only("parses settings; no tensors")
@@ -66,40 +66,55 @@ def test_resume_reproduces_the_uninterrupted_run(tmp_path, device):
     assert json.loads((tmp_path / "split" / "metrics.json").read_text())["steps"] == 8
 
 
-@pytest.mark.cpu_only("sends SIGKILL to a CLI subprocess")
-def test_sigkill_loses_nothing_but_the_steps_after_the_last_checkpoint(tmp_path):
-    settings = ["epochs=2", "batch_size=32", "max_steps=30", "checkpoint_every=2", "progress=false"]
-    settings += [f"model.{k}={v}" for k, v in TINY.items()]
-    reference, killed = tmp_path / "reference", tmp_path / "killed"
-    assert main(["train", "vit_digits", "--out-dir", str(reference), "--set", *settings]) == 0
-    command = [
-        sys.executable,
-        "-m",
-        "neuralode_tf",
-        "train",
-        "vit_digits",
-        "--out-dir",
-        str(killed),
-        "--set",
-        *settings,
-    ]
+STOPPABLE = ["epochs=2", "batch_size=32", "max_steps=30", "checkpoint_every=2", "progress=false"]
+STOPPABLE += [f"model.{k}={v}" for k, v in TINY.items()]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_losses(tmp_path_factory: pytest.TempPathFactory) -> list[float]:
+    out = tmp_path_factory.mktemp("uninterrupted")
+    assert main(["train", "vit_digits", "--out-dir", str(out), "--set", *STOPPABLE]) == 0
+    return losses(out)
+
+
+@pytest.mark.cpu_only("signals to a subprocess")
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
+def test_a_stopped_run_resumes_the_uninterrupted_loss_curve(tmp_path, uninterrupted_losses, stop):
+    """SIGKILL loses the steps after the last periodic checkpoint (every 2 steps). SIGTERM and SIGINT stop the run
+    at the next step boundary, where it writes a checkpoint and exits with 128 + the signal's number. Either way
+    --resume reproduces the uninterrupted loss curve bit for bit."""
+    command = [sys.executable, "-m", "neuralode_tf", "train", "vit_digits", "--out-dir", str(tmp_path)]
     # The same thread count as this process, so that float reductions match bit for bit.
     env = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())}
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    checkpoint = killed / "checkpoint.pt"
+    # SIGINT as in a terminal, even where this process was started with it ignored (a background job).
+    process = subprocess.Popen(
+        [*command, "--set", *STOPPABLE],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    checkpoint = tmp_path / "checkpoint.pt"
     deadline = time.time() + 120
     while time.time() < deadline and process.poll() is None:
-        if checkpoint.exists() and torch.load(checkpoint, weights_only=False)["step"] >= 6:
+        if checkpoint.exists() and torch.load(checkpoint, weights_only=True)["step"] >= 4:
             break
         time.sleep(0.05)
     if process.poll() is not None:
-        pytest.skip("the run finished before it could be killed")
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait()
-    step = torch.load(checkpoint, weights_only=False)["step"]
-    assert 6 <= step < 30
-    assert main(["train", "vit_digits", "--out-dir", str(killed), "--resume", "--set", *settings]) == 0
-    assert losses(killed) == losses(reference)
+        pytest.skip("the run finished before it could be stopped")
+    os.kill(process.pid, stop)
+    _, stderr = process.communicate(timeout=60)
+    step = torch.load(checkpoint, weights_only=True)["step"]
+    assert 4 <= step < 30
+    if stop == signal.SIGKILL:  # possibly in the middle of a write: checkpoint.pt.tmp may be left, unused
+        assert process.returncode == -signal.SIGKILL and step % 2 == 0
+    else:
+        assert process.returncode == 128 + stop, stderr
+        assert f"stopped by {stop.name} after step {step}; {checkpoint} holds it: continue with --resume" in stderr
+        assert not list(tmp_path.glob("*.tmp"))
+    assert main(["train", "vit_digits", "--out-dir", str(tmp_path), "--resume", "--set", *STOPPABLE]) == 0
+    assert losses(tmp_path) == uninterrupted_losses
 
 
 def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch, device):
@@ -115,7 +130,7 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, monk
     monkeypatch.setattr(Task, "loss", loss)
     with pytest.raises(NonFiniteLossError, match=r"the loss became nan at step 4 .*checkpoint\.pt"):
         train(tiny(tmp_path, max_steps=10, checkpoint_every=2, device=str(device)))
-    assert torch.load(tmp_path / "checkpoint.pt", weights_only=False)["step"] == 4
+    assert torch.load(tmp_path / "checkpoint.pt", weights_only=True)["step"] == 4
 
 
 @pytest.mark.cpu_only("prints the preset list; no tensors")
@@ -137,8 +152,8 @@ def test_torchrun_two_processes_match_one_process(tmp_path):
     command += ["-m", "neuralode_tf", "train", "vit_digits", "--out-dir", str(ddp), "--set", *settings]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     subprocess.run(command, check=True, env=env, capture_output=True, timeout=300)
-    a = torch.load(single / "checkpoint.pt", weights_only=False)["model"]
-    b = torch.load(ddp / "checkpoint.pt", weights_only=False)["model"]
+    a = torch.load(single / "checkpoint.pt", weights_only=True)["model"]
+    b = torch.load(ddp / "checkpoint.pt", weights_only=True)["model"]
     # Gradients are averaged in another order (all-reduce), so Adam steps agree to float rounding.
     assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-4
     assert json.loads((ddp / "metrics.json").read_text())["world_size"] == 2
@@ -148,7 +163,7 @@ def test_torchrun_two_processes_match_one_process(tmp_path):
 def test_config_file_with_overrides(tmp_path):
     config = tmp_path / "run.toml"
     config.write_text(
-        'preset = "vit_digits"\nepochs = 1\nbatch_size = 32\nmax_steps = 2\nprogress = false\n'
+        'preset = "vit_digits"\nepochs = 1\nbatch_size = 32\nwarmup_steps = 0\nmax_steps = 2\nprogress = false\n'
         "[model]\ndim = 16\ndepth = 2\nheads = 2\n"
     )
     out = tmp_path / "out"
@@ -181,7 +196,7 @@ def test_transport_cost_reaches_the_loss_and_the_metrics(tmp_path):
 
     variants = {"ot": dict(transport_cost=0.01, steps=4), "heavy": dict(transport_cost=100.0, steps=4)}
     rows = compare_variants(
-        "ot_mnist_vit", variants, seeds=(0,), out_dir=tmp_path, epochs=1, max_steps=6, progress=False
+        "ot_mnist_vit", variants, seeds=(0,), out_dir=tmp_path, epochs=1, warmup_steps=0, max_steps=6, progress=False
     )
     assert [row["non_finite"] for row in rows] == [False, False]
     metrics = {row["variant"]: (Path(row["out_dir"]) / "metrics.csv").read_text().splitlines() for row in rows}
@@ -206,6 +221,7 @@ def test_a_diverging_run_is_counted_not_raised(tmp_path):
         lr=1e30,
         grad_clip=0.0,
         epochs=1,
+        warmup_steps=0,
         max_steps=6,
         progress=False,
     )
@@ -214,7 +230,7 @@ def test_a_diverging_run_is_counted_not_raised(tmp_path):
 
 @pytest.mark.cpu_only("the compare CLI evaluates on the CPU")
 def test_cli_compare_writes_the_table_and_the_sweep(tmp_path, capsys):
-    settings = ["max_steps=3", "epochs=1", "model.steps=4"]
+    settings = ["max_steps=3", "epochs=1", "warmup_steps=0", "model.steps=4"]
     argv = ["compare", "ot_mnist_vit", "--seeds", "0", "--variants", "baseline", "ot", "--sweep", "--set", *settings]
     assert main([*argv, "--out-dir", str(tmp_path)]) == 0
     table = (tmp_path / "table.md").read_text()

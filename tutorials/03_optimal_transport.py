@@ -141,7 +141,7 @@ for weight, (result, _) in without_skips.items():
 def trajectories(out_dir: str, count: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
     config = TrainConfig(**json.loads(Path(out_dir, "config.json").read_text()))
     task = build_task(config)
-    task.model.load_state_dict(torch.load(f"{out_dir}/checkpoint.pt", weights_only=False)["model"])
+    task.model.load_state_dict(torch.load(f"{out_dir}/checkpoint.pt", weights_only=True)["model"])
     vit = task.model.eval()
     with torch.no_grad():
         x = vit.patch_embed(task.data.test.x[:count]).flatten(2).transpose(1, 2)

@@ -140,7 +140,7 @@ print(f"test accuracy {100 * result['test_accuracy']:.1f}% ({result['parameters'
 print(f"most frequent of the 10 classes: {100 * majority:.1f}% of the test set")
 assert result["test_accuracy"] > majority + 0.05
 
-task.model.load_state_dict(torch.load(WORK / "checkpoint.pt", weights_only=False)["model"])
+task.model.load_state_dict(torch.load(WORK / "checkpoint.pt", weights_only=True)["model"])
 model = task.model.eval()
 tokens, mask = task.data.test.x[:1], task.data.test.mask[:1]
 length = int((~mask).sum())

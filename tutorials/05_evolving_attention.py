@@ -145,7 +145,7 @@ for name, settings in {
     )
     accuracy[name] = train(config)["test_accuracy"]
     task = build_task(config)
-    task.model.load_state_dict(torch.load(WORK / name / "checkpoint.pt", weights_only=False)["model"])
+    task.model.load_state_dict(torch.load(WORK / name / "checkpoint.pt", weights_only=True)["model"])
     models[name] = task.model.eval()
     print(f"{name:>8}: test accuracy {100 * accuracy[name]:.1f}%")
 test = task.data.test

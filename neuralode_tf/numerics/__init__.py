@@ -5,6 +5,7 @@ from ._api import BACKENDS, COMPILE_OPTIONS, FIXED_GRID_METHODS, GRADIENTS, meth
 from .causality import CausalityWarning, is_causal
 from .errors import (
     FieldOutputError,
+    InvalidFieldError,
     InvalidStateError,
     InvalidTimesError,
     MaxStepsExceededError,
@@ -31,6 +32,7 @@ __all__ = [
     "SolveError",
     "InvalidTimesError",
     "InvalidStateError",
+    "InvalidFieldError",
     "FieldOutputError",
     "SolverConfigError",
     "MaxStepsExceededError",

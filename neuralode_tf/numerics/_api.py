@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import math
 import types
 import weakref
 from collections.abc import Callable, Sequence
@@ -12,6 +11,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
+from . import _validate
 from . import fixed_grid as _fixed
 from . import torchdiffeq as _tdq
 from . import torchode as _tde
@@ -19,13 +19,7 @@ from ._counting import CountingField
 from ._grid import fixed_grid
 from ._state import State, all_finite, leaves, surely_finite
 from .causality import _warn_if_causal
-from .errors import (
-    InvalidStateError,
-    InvalidTimesError,
-    NonFiniteStateError,
-    SolveError,
-    SolverConfigError,
-)
+from .errors import NonFiniteStateError, SolveError, SolverConfigError
 from .solution import Solution, Stats
 from .tableaus import TABLEAUS
 
@@ -68,8 +62,8 @@ def solve(
     step_size: float | None = None,
     steps: int | None = None,
     substep: str | None = None,
-    rtol: float = 1e-6,
-    atol: float = 1e-8,
+    rtol: float | None = None,
+    atol: float | None = None,
     backend: Literal["auto", "builtin", "torchdiffeq", "torchode"] = "auto",
     adjoint: Literal["backprop", "checkpoint", "adjoint"] = "backprop",
     seminorm: bool = False,
@@ -81,10 +75,19 @@ def solve(
 ) -> Solution:
     """Integrate ``dy/dt = field(t, y)`` from ``y(t[0]) = y0`` and return ``y`` at every time in ``t``.
 
+    Every argument is checked before any solving: a bad one raises a :class:`SolveError` subclass whose
+    message names it (see Raises).
+
     Args:
         field: Callable ``(t, y) -> dy/dt``, normally an ``nn.Module`` (adjoints find its parameters).
-        y0: Initial state: a floating tensor of any shape, or a tuple of them (augmented states).
-        t: Strictly increasing, finite times, at least two.
+            A residual branch, whose ``forward(x)`` takes the state alone, is not a field and is refused
+            (:class:`InvalidFieldError`): pass ``neuralode_tf.fields.as_field(branch)`` (or the
+            branch's ``as_field()``), the autonomous field ``dy/dt = branch(y)``.
+        y0: Initial state: a floating tensor of any shape (0-dim included), or a tuple of them
+            (augmented states). On torchdiffeq and torchode the tensors of a tuple share one dtype.
+            Its dtype must be the field's: a field whose parameters have another dtype (or device)
+            fails with an :class:`InvalidStateError` naming both.
+        t: Strictly increasing, finite times, at least two, within the range of ``y0``'s dtype.
         method: Fixed-grid Runge-Kutta ``"euler"``, ``"midpoint"``, ``"heun"``, ``"rk4"``,
             ``"rk4_38"``; splitting ``"lie_trotter"``, ``"strang"`` (the field needs ``parts``);
             adaptive ``"dopri5"``, ``"tsit5"``, ``"bosh3"``, ``"dopri8"``, ...; see :func:`methods`.
@@ -94,7 +97,11 @@ def solve(
         substep: Sub-integrator of a splitting method for each part: ``"euler"`` (default),
             ``"midpoint"``, ``"heun"``, ``"rk4"``. Lie-Trotter is first order whatever it is; Strang
             is second order only with a second-order (or higher) sub-step.
-        rtol, atol: Tolerances of adaptive methods.
+        rtol, atol: Tolerances of adaptive methods; ``None`` means ``1e-6`` and ``1e-8``. ``rtol`` is
+            finite and ``>= 0``; ``atol`` finite and ``> 0`` (the error control divides by
+            ``atol + rtol |y|``, 0 wherever a component is). In float16, ``rtol >= 1/256``. Fixed-grid
+            methods have no error control and refuse them (except torchdiffeq's ``implicit_adams`` /
+            ``fixed_adams``, whose corrector iterates to them).
         backend: ``"auto"`` picks the first of ``"builtin"``, ``"torchdiffeq"``, ``"torchode"`` that
             supports the method, gradient method and ``per_sample``.
         adjoint: How gradients are computed. ``"backprop"`` differentiates through the solver's
@@ -103,12 +110,18 @@ def solve(
             steps and one step's activations, and recomputes each step at most ``1 + log2(N)/2``
             times in backward.
             ``"adjoint"`` solves the continuous adjoint ODE backwards (optimise-then-discretise):
-            torchdiffeq's ``odeint_adjoint`` or torchode's ``BacksolveAdjoint``.
+            torchdiffeq's ``odeint_adjoint`` or torchode's ``BacksolveAdjoint``. torchode's backprop goes
+            through the steps but not through the choice of step sizes. torchdiffeq's
+            ``"scipy_solver"`` runs outside autograd: it refuses ``"backprop"`` when a gradient is wanted.
         seminorm: With torchdiffeq's adjoint, use the seminorm of Kidger et al. (2021).
-        per_sample: torchode only: per-sample step sizes (default ``True`` on torchode).
-        max_steps: Most steps an adaptive solve may take, rejected ones included.
-        dt0: First step of an adaptive method (default: chosen by the backend).
-        options: Extra backend options passed through (torchdiffeq's ``options``).
+        per_sample: torchode only: per-sample step sizes along dim 0 of ``y0``. The default
+            ``None`` turns it on where every tensor of ``y0`` has a dim 0 of one size, and off
+            where not (a 0-dim state: one sample).
+        max_steps: Most steps an adaptive solve may take, rejected ones included (a positive integer).
+        dt0: First step of an adaptive Runge-Kutta method, positive (default: chosen by the backend).
+        options: Extra torchdiffeq options passed through (torchdiffeq only). ``first_step`` is
+            checked as ``dt0`` is; ``step_size`` and ``grid_constructor`` are refused (use
+            ``step_size=`` or ``steps=``).
         compile: Built-in fixed-grid and splitting methods only: run the whole march over the grid
             through :func:`torch.compile` (one graph for all steps; backward included). The first
             call for a field and grid compiles (tens of seconds on a CPU); later calls with the same
@@ -127,6 +140,7 @@ def solve(
         ``y1`` (the final state) and ``stats``.
 
     Raises:
+        InvalidFieldError: ``field`` cannot be called as ``field(t, y)``.
         InvalidTimesError, InvalidStateError, SolverConfigError, FieldOutputError: bad input.
         MaxStepsExceededError, StepSizeUnderflowError: an adaptive solve failed.
         NonFiniteStateError: NaN or Inf appeared in the state; the message gives where. The check
@@ -137,18 +151,25 @@ def solve(
         CausalityWarning: an adaptive method on a field that declares ``causal``: step-size control
             makes earlier positions depend on later ones (:mod:`neuralode_tf.numerics.causality`).
     """
-    _check_state(y0)
-    times = _check_times(t)
+    _validate.check_field(field)
+    _validate.check_state(y0)
+    times = _validate.check_times(t, y0)
+    _validate.check_flags(seminorm, per_sample, max_steps)
     backend = resolve_backend(
         field, method, backend, adjoint=adjoint, substep=substep, seminorm=seminorm, per_sample=per_sample
     )
+    per_sample = _validate.check_state_for_backend(y0, backend, per_sample)
     if not isinstance(compile, (bool, dict)):
         raise SolverConfigError(f"compile must be True, False or a dict of torch.compile options, got {compile!r}")
     if compile is not False and backend != "builtin":
         raise SolverConfigError(
             f"compile=True applies to the built-in fixed-grid and splitting methods, not to {method!r} on {backend!r}"
         )
-    step = _step_size(method, backend, times, step_size, steps)
+    fixed = method in _FIXED[backend]
+    step = _validate.step_size(method, fixed, times, step_size, steps)
+    rtol, atol = _validate.tolerances(method, backend, fixed, rtol, atol, y0)
+    options = _validate.first_step(method, backend, fixed, dt0, options)
+    _validate.check_gradients(method, backend, adjoint, field, y0)
     if step is None:
         _warn_if_causal(field, method)
     stats = Stats(backend=backend)
@@ -159,9 +180,8 @@ def solve(
         counting = CountingField(f, stats, max_steps if step is None else None)
         common = dict(method=method, step_size=step, rtol=rtol, atol=atol, adjoint=adjoint == "adjoint", dt0=dt0)
         if backend == "torchdiffeq":
-            return _tdq.solve_torchdiffeq(counting, y0, times, seminorm=seminorm, options=options or {}, **common)
-        per = True if per_sample is None else per_sample
-        return _tde.solve_torchode(counting, y0, times, per_sample=per, max_steps=max_steps, **common)
+            return _tdq.solve_torchdiffeq(counting, y0, times, seminorm=seminorm, options=options, **common)
+        return _tde.solve_torchode(counting, y0, times, per_sample=per_sample, max_steps=max_steps, **common)
 
     try:
         ys = run(field, stats, compile)
@@ -169,6 +189,9 @@ def solve(
         if isinstance(err, ValueError):
             raise
         _raise_if_nonfinite(run, field, y0, times, _evals_per_step(stats), err)
+        raise
+    except RuntimeError as err:
+        _validate.explain_failure(field, y0, err)
         raise
     if not surely_finite(ys if isinstance(ys, list) else [ys]):
         _raise_if_nonfinite(run, field, y0, times, _evals_per_step(stats), None)
@@ -290,39 +313,6 @@ class _BackwardCounter(torch.nn.Module):
 # --------------------------------------------------------------------------------------------
 
 
-def _check_state(y0: object) -> None:
-    tensors = y0 if isinstance(y0, tuple) else (y0,)
-    if not tensors or not all(isinstance(x, Tensor) for x in tensors):
-        raise InvalidStateError(f"y0 must be a tensor or a non-empty tuple of tensors, got {type(y0).__name__}")
-    if not all(x.is_floating_point() for x in tensors):
-        raise InvalidStateError(f"y0 must be floating point, got dtypes {[x.dtype for x in tensors]}")
-    if len({x.device for x in tensors}) > 1:
-        raise InvalidStateError(f"the tensors of y0 must share one device, got {[str(x.device) for x in tensors]}")
-
-
-def _check_times(t: Sequence[float] | Tensor) -> list[float]:
-    if isinstance(t, Tensor):
-        if t.ndim != 1:
-            raise InvalidTimesError(f"t must be 1-D, got shape {tuple(t.shape)}")
-        times = t.detach().double().tolist()
-    else:
-        try:
-            times = [float(x) for x in t]
-        except (TypeError, ValueError) as err:
-            raise InvalidTimesError(f"t must be a 1-D sequence of numbers: {err}") from None
-    if len(times) < 2:
-        raise InvalidTimesError(f"t needs at least two times (start and end), got {len(times)}")
-    if not all(math.isfinite(x) for x in times):
-        raise InvalidTimesError(f"t must be finite, got {times}")
-    bad = [i for i in range(1, len(times)) if not times[i] > times[i - 1]]
-    if bad:
-        i = bad[0]
-        raise InvalidTimesError(
-            f"t must be strictly increasing, but t[{i}]={times[i]} follows t[{i - 1}]={times[i - 1]}"
-        )
-    return times
-
-
 def resolve_backend(
     field: Field,
     method: str,
@@ -381,27 +371,6 @@ def resolve_backend(
     if per_sample:
         asked += ", per_sample=True (torchode only)"
     raise SolverConfigError(f"no backend supports {asked}. Valid combinations: {combos}")
-
-
-def _step_size(
-    method: str, backend: str, times: list[float], step_size: float | None, steps: int | None
-) -> float | None:
-    fixed = method in _FIXED[backend]
-    if not fixed:
-        if step_size is not None or steps is not None:
-            raise SolverConfigError(
-                f"{method!r} is adaptive: it takes rtol/atol (and dt0 for its first step), not step_size or steps"
-            )
-        return None
-    if (step_size is None) == (steps is None):
-        raise SolverConfigError(f"fixed-grid method {method!r} needs exactly one of step_size= or steps=")
-    if steps is not None:
-        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-            raise SolverConfigError(f"steps must be a positive integer, got {steps!r}")
-        return (times[-1] - times[0]) / steps
-    if not (isinstance(step_size, (int, float)) and math.isfinite(step_size) and step_size > 0):
-        raise SolverConfigError(f"step_size must be a positive finite number, got {step_size!r}")
-    return float(step_size)
 
 
 def _quoted(names: Sequence[str]) -> str:

@@ -1,8 +1,8 @@
 """Exceptions raised by :func:`neuralode_tf.solve`.
 
 Every exception derives from :class:`SolveError`, and also from the built-in exception a caller
-would expect (``ValueError`` for bad arguments, ``RuntimeError`` for a solve that failed), so both
-``except SolveError`` and ``except ValueError`` work.
+would expect (``ValueError`` for bad arguments, ``TypeError`` for a field of the wrong kind,
+``RuntimeError`` for a solve that failed), so both ``except SolveError`` and ``except ValueError`` work.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ __all__ = [
     "SolveError",
     "InvalidTimesError",
     "InvalidStateError",
+    "InvalidFieldError",
     "FieldOutputError",
     "SolverConfigError",
     "MaxStepsExceededError",
@@ -29,6 +30,10 @@ class InvalidTimesError(SolveError, ValueError):
 
 class InvalidStateError(SolveError, ValueError):
     """The initial state is not a floating tensor or a non-empty tuple of them on one device."""
+
+
+class InvalidFieldError(SolveError, TypeError):
+    """The field is not callable as ``field(t, y) -> dy/dt`` (e.g. a residual branch ``forward(x)``)."""
 
 
 class FieldOutputError(SolveError, ValueError):

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 import torchdiffeq
-from torch import Tensor
+from torch import Tensor, nn
 
 from ._counting import CountingField
 from ._grid import fixed_grid
@@ -34,8 +34,12 @@ METHODS: dict[str, str] = {name: name for name in importlib.import_module("torch
 METHODS["heun"] = METHODS.pop("heun2")
 METHODS["rk4_38"] = "rk4"
 FIXED_GRID = {"euler", "midpoint", "heun", "heun3", "rk4", "rk4_38", "explicit_adams", "implicit_adams", "fixed_adams"}
-# Adaptive Runge-Kutta methods, which accept step_t / jump_t.
-_ADAPTIVE_RK = set(METHODS) - FIXED_GRID - {"scipy_solver"}
+# Fixed-grid methods whose implicit corrector iterates until rtol / atol are met.
+TOLERANCED_FIXED_GRID = {"implicit_adams", "fixed_adams"}
+# Methods that run outside autograd (in SciPy): only the adjoint gives gradients through them.
+OUTSIDE_AUTOGRAD = {"scipy_solver"}
+# Adaptive Runge-Kutta methods, which accept first_step / step_t / jump_t.
+ADAPTIVE_RK = set(METHODS) - FIXED_GRID - {"scipy_solver"}
 
 
 def solve_torchdiffeq(
@@ -58,7 +62,7 @@ def solve_torchdiffeq(
     options = dict(options)
     if method in FIXED_GRID:
         options["grid_constructor"] = _grid_constructor(step_size)
-    elif method in _ADAPTIVE_RK:
+    elif method in ADAPTIVE_RK:
         if dt0 is not None:
             options["first_step"] = dt0
         # Land a step on every requested time instead of interpolating back to it: torchdiffeq's
@@ -68,6 +72,8 @@ def solve_torchdiffeq(
         if jumps:
             options.setdefault("jump_t", torch.tensor(jumps, dtype=torch.float64, device=device))
     kwargs = dict(rtol=rtol, atol=atol, method=METHODS[method], options=options)
+    scalar = isinstance(y0, Tensor) and y0.ndim == 0
+    func, y0 = (_Vector(counting), y0.reshape(1)) if scalar else (counting, y0)
     try:
         with warnings.catch_warnings():
             # Fixed-grid solvers have no accept/reject hooks; CountingField offers them anyway.
@@ -77,7 +83,7 @@ def solve_torchdiffeq(
                 if seminorm:
                     adjoint_options["norm"] = "seminorm"
                 ys = torchdiffeq.odeint_adjoint(
-                    counting,
+                    func,
                     y0,
                     times,
                     adjoint_options=adjoint_options,
@@ -86,12 +92,30 @@ def solve_torchdiffeq(
                 )
                 counting.start_backward()
             else:
-                ys = torchdiffeq.odeint(counting, y0, times, **kwargs)
+                ys = torchdiffeq.odeint(func, y0, times, **kwargs)
     except AssertionError as err:
         raise _translate(err, counting) from err
     if method in FIXED_GRID:
         counting.stats.n_accepted = counting.attempted_steps
-    return ys
+    return ys.reshape(len(t)) if scalar else ys
+
+
+class _Vector(nn.Module):
+    """The counting field of a 0-dim state, on that state as a 1-element vector.
+
+    torchdiffeq's arithmetic with its 0-dim float64 times (``y0 + h0 * f0``) promotes a 0-dim state to
+    float64 (both operands are 0-dim), so a float32 field would see float64 states; a vector keeps its dtype.
+    """
+
+    def __init__(self, counting: CountingField):
+        super().__init__()
+        self.counting = counting
+        self.callback_step = counting.callback_step
+        self.callback_accept_step = counting.callback_accept_step
+        self.callback_reject_step = counting.callback_reject_step
+
+    def forward(self, t: Tensor, y: Tensor) -> Tensor:
+        return self.counting(t, y.reshape(())).reshape(1)
 
 
 def _grid_constructor(step_size: float | None):

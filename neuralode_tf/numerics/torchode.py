@@ -41,12 +41,12 @@ class _Flattened(nn.Module):
         self.field = field
         self.per_sample = per_sample
         self.t_max = t_max
-        self.template = tuple(leaf[:0] for leaf in leaves(y0)) if isinstance(y0, tuple) else y0[:0]
+        self.template = tuple(leaf.new_empty(0) for leaf in leaves(y0)) if isinstance(y0, tuple) else y0.new_empty(0)
         self.shapes = [leaf.shape[1:] if per_sample else leaf.shape for leaf in leaves(y0)]
         self.sizes = [math.prod(shape) for shape in self.shapes]
 
     def flatten(self, y: State, lead: tuple[int, ...]) -> Tensor:
-        flat = [leaf.reshape(*lead, -1) for leaf in leaves(y)]
+        flat = [leaf.reshape(*lead, size) for leaf, size in zip(leaves(y), self.sizes)]
         return flat[0] if len(flat) == 1 else torch.cat(flat, dim=-1)
 
     def unflatten(self, y: Tensor, lead: tuple[int, ...]) -> State:
@@ -147,7 +147,11 @@ def _solve_piece(
         solver = to.BacksolveAdjoint(term, step_method, controller)
         solver.forward_adjoint.max_steps = max_steps
     else:
-        solver = to.AutoDiffAdjoint(step_method, controller, max_steps=max_steps)
+        # Backprop through the steps, not through the choice of step sizes: that adds nothing of note to the
+        # gradient, and gives NaN where a sample's state is exactly zero (its error norm is sqrt(0)).
+        solver = to.AutoDiffAdjoint(
+            step_method, controller, max_steps=max_steps, backprop_through_step_size_control=False
+        )
     solution = solver.solve(problem, dt0=dt)
     if adjoint:
         counting.start_backward()

@@ -1,7 +1,11 @@
-"""Training: presets, the loop (checkpoints, exact resume, DDP), and the ``neuralode-tf`` command."""
+"""Training: presets, the loop (checked settings, safe checkpoints, exact resume, signals, DDP), and the
+``neuralode-tf`` command."""
 
+from ._checkpoint import CheckpointError, RunFolderError, load_checkpoint
+from ._signals import TrainingInterrupted
+from ._validate import ScheduleWarning
 from .compare import compare_variants, markdown_table, step_sweep, summarize
-from .config import TrainConfig, apply_overrides, load_config
+from .config import ConfigError, TrainConfig, apply_overrides, load_config
 from .loop import NonFiniteLossError, evaluate, train
 from .presets import EA_VARIANTS, OT_VARIANTS, PRESETS, TRANSEVOLVE_LISTOPS_VARIANTS, VARIANTS, Preset
 from .tasks import Task, build_task
@@ -13,6 +17,12 @@ __all__ = [
     "apply_overrides",
     "load_config",
     "NonFiniteLossError",
+    "ConfigError",
+    "ScheduleWarning",
+    "CheckpointError",
+    "RunFolderError",
+    "TrainingInterrupted",
+    "load_checkpoint",
     "PRESETS",
     "OT_VARIANTS",
     "EA_VARIANTS",

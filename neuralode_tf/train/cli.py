@@ -9,6 +9,12 @@ Examples::
     torchrun --nproc_per_node 2 -m neuralode_tf train vit_digits --set device=cpu
     neuralode-tf train --list
     neuralode-tf compare ot_mnist_vit --seeds 0 1 2 --sweep
+
+Every setting is checked before anything is written (an unknown key or a wrong type is an error naming it, and
+an earlier run in the output folder is left as it was). SIGTERM or Ctrl-C stops a run after the current step
+with a checkpoint; --resume continues it. Exit codes: 0 done; 2 invalid settings (nothing written); 1 the output
+folder cannot be written or a checkpoint is unreadable or unsafe to load; 130 (SIGINT) or 143 (SIGTERM) stopped
+by that signal, checkpoint written.
 """
 
 from __future__ import annotations
@@ -19,8 +25,10 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
+from ._checkpoint import CheckpointError, RunFolderError
+from ._signals import TrainingInterrupted
 from .compare import compare_variants, markdown_table, step_sweep
-from .config import TrainConfig, apply_overrides, load_config
+from .config import ConfigError, TrainConfig, apply_overrides, load_config
 from .loop import train
 from .presets import PRESETS, VARIANTS
 
@@ -28,6 +36,9 @@ __all__ = ["main"]
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command in ``argv`` and return its exit code (see the module docstring): invalid settings exit
+    through ``argparse`` with 2, a run folder that cannot be written or a refused checkpoint return 1 with the
+    error, and a run stopped by SIGINT or SIGTERM returns 128 + the signal's number once its checkpoint is written."""
     parser = argparse.ArgumentParser(prog="neuralode-tf", description="neuralode_tf command line")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser(
@@ -47,9 +58,20 @@ def main(argv: list[str] | None = None) -> int:
     versus.add_argument("--out-dir", help="output folder (default runs/compare/<preset>)")
     versus.add_argument("--sweep", action="store_true", help="evaluate continuous runs with 1-20 Euler steps")
     args = parser.parse_args(argv)
-    if args.command == "compare":
-        return _compare(args)
+    try:
+        return _compare(args) if args.command == "compare" else _train(args, parser)
+    except ConfigError as error:
+        parser.error(str(error))
+    except (RunFolderError, CheckpointError) as error:
+        print(f"neuralode-tf {args.command}: error: {error}", file=sys.stderr)
+        return 1
+    except TrainingInterrupted as stop:
+        print(f"neuralode-tf {args.command}: {stop}", file=sys.stderr)
+        return stop.exit_code
 
+
+def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Train the preset or config file with the overrides, print the result as JSON."""
     if args.list:
         for name, preset in PRESETS.items():
             print(f"{name:<22} {preset.description}")

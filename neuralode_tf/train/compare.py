@@ -12,6 +12,7 @@ import torch
 
 from ..continuous import ContinuousDepth
 from ..numerics.errors import NonFiniteStateError
+from ._checkpoint import CHECKPOINT, load_checkpoint
 from .config import TrainConfig
 from .loop import NonFiniteLossError, evaluate, train
 from .presets import PRESETS
@@ -105,14 +106,15 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
 def step_sweep(run_dir: str | Path, steps: tuple[int, ...] = (1, 2, 4, 8, 16, 20)) -> dict[int, float]:
     """Test accuracy of a trained run evaluated with each number of Euler steps (Kan et al., Table 5).
 
-    The model is rebuilt from ``run_dir/config.json`` and loaded from its checkpoint; every
+    The model is rebuilt from ``run_dir/config.json`` and loaded from its checkpoint (safely: see
+    :func:`~neuralode_tf.train.load_checkpoint`); every
     :class:`~neuralode_tf.ContinuousDepth` in it is then solved with ``method="euler"`` and ``k``
     steps over its own interval.
     """
     run_dir = Path(run_dir)
     config = TrainConfig(**json.loads((run_dir / "config.json").read_text()))
     task = build_task(config)
-    state = torch.load(run_dir / "checkpoint.pt", map_location="cpu", weights_only=False)
+    state = load_checkpoint(run_dir / CHECKPOINT, "cpu")
     task.model.load_state_dict(state["model"])
     encoders = [m for m in task.model.modules() if isinstance(m, ContinuousDepth)]
     accuracies = {}

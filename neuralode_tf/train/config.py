@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+import types
+import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import tomllib
 
-__all__ = ["TrainConfig", "apply_overrides", "load_config"]
+__all__ = ["TrainConfig", "ConfigError", "apply_overrides", "load_config"]
+
+
+class ConfigError(ValueError):
+    """A setting is unknown or has the wrong type; raised before a run writes anything."""
 
 
 @dataclass
@@ -24,12 +30,18 @@ class TrainConfig:
         lr, weight_decay, warmup_steps: AdamW with linear warm-up then cosine decay.
         grad_clip: Gradient-norm clipping (0 disables it).
         seed: Seeds the model's initialisation and the data order of every epoch.
-        out_dir: Where ``checkpoint.pt``, ``metrics.csv``, ``metrics.json`` and ``config.json`` go.
-        checkpoint_every: Write a checkpoint every this many steps (0: only at the end).
+        out_dir: Where ``checkpoint.pt``, ``metrics.csv``, ``metrics.json`` and ``config.json`` go (``config.json``
+            with each checkpoint, so an earlier run's files stay as they were until this run has one).
+        checkpoint_every: Write a checkpoint every this many steps (0: only at the end, or when SIGTERM or SIGINT
+            stops the run).
         max_steps: Stop after this many steps in total (for quick runs and tests).
-        resume: Continue from ``out_dir/checkpoint.pt`` if it exists.
+        resume: Continue from ``out_dir/checkpoint.pt`` if it exists (loaded with ``weights_only=True``).
         device: ``"auto"``, ``"cpu"`` or ``"cuda"``.
         progress: Show the tqdm bar and print the result.
+
+    Every field is checked against its type on construction (an int is accepted where a float is expected, a bool
+    is not accepted as a number): a wrong one raises :class:`ConfigError` naming the field. The keys of ``model``
+    and ``data`` are checked by :func:`~neuralode_tf.train.train` before it writes anything.
     """
 
     preset: str
@@ -50,29 +62,53 @@ class TrainConfig:
     model: dict[str, Any] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        hints = typing.get_type_hints(TrainConfig)
+        for entry in fields(self):
+            value, kinds = getattr(self, entry.name), _kinds(hints[entry.name])
+            if not any(_is(value, kind) for kind in kinds):
+                expected = " or ".join("None" if kind is type(None) else kind.__name__ for kind in kinds)
+                raise ConfigError(f"setting {entry.name}={value!r} must be {expected}, not {type(value).__name__}")
+
+
+def _kinds(hint: Any) -> tuple[type, ...]:
+    """The classes a type hint allows: ``int | None`` -> ``(int, NoneType)``, ``dict[str, Any]`` -> ``(dict,)``."""
+    allowed = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    return tuple(typing.get_origin(kind) or kind for kind in allowed)
+
+
+def _is(value: Any, kind: type) -> bool:
+    if isinstance(value, bool) and kind is not bool:
+        return False
+    return isinstance(value, (int, float) if kind is float else kind)
+
 
 def load_config(path: str | Path) -> dict[str, Any]:
-    """Read a JSON or TOML config file into a dict of :class:`TrainConfig` fields."""
+    """Read a JSON or TOML config file into a dict of :class:`TrainConfig` fields; another key raises
+    :class:`ConfigError`."""
     path = Path(path)
     text = path.read_text()
-    if path.suffix == ".toml":
-        return tomllib.loads(text)
-    if path.suffix == ".json":
-        return json.loads(text)
-    raise ValueError(f"config files must be .json or .toml, got {path.name}")
+    if path.suffix not in (".toml", ".json"):
+        raise ConfigError(f"config files must be .json or .toml, got {path.name}")
+    values = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    unknown = sorted(set(values) - _FIELDS)
+    if unknown:
+        raise ConfigError(f"unknown settings {unknown} in {path}; valid: {sorted(_FIELDS)}")
+    return values
 
 
 def apply_overrides(values: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Apply ``key=value`` overrides; dotted keys reach into ``model`` and ``data`` (``model.dim=64``).
 
-    Values are parsed as JSON where possible (numbers, booleans, null, lists), else kept as strings.
+    Values are parsed as JSON where possible (numbers, booleans, null, lists), else kept as strings. An unknown
+    top-level key raises :class:`ConfigError` naming it and the valid ones; value types are checked when the
+    :class:`TrainConfig` is built.
     """
-    known = {f.name for f in fields(TrainConfig)}
     values = {**values, "model": dict(values.get("model", {})), "data": dict(values.get("data", {}))}
     for override in overrides:
         key, sep, raw = override.partition("=")
         if not sep:
-            raise ValueError(f"override {override!r} must look like key=value")
+            raise ConfigError(f"override {override!r} must look like key=value")
         try:
             value = json.loads(raw)
         except json.JSONDecodeError:
@@ -80,10 +116,13 @@ def apply_overrides(values: dict[str, Any], overrides: list[str]) -> dict[str, A
         head, dot, rest = key.partition(".")
         if dot:
             if head not in ("model", "data"):
-                raise ValueError(f"dotted overrides must start with model. or data., got {key!r}")
+                raise ConfigError(f"dotted overrides must start with model. or data., got {key!r}")
             values[head][rest] = value
-        elif key in known:
+        elif key in _FIELDS:
             values[key] = value
         else:
-            raise ValueError(f"unknown setting {key!r}; valid: {sorted(known)} or model.<arg>, data.<arg>")
+            raise ConfigError(f"unknown setting {key!r}; valid: {sorted(_FIELDS)} or model.<arg>, data.<arg>")
     return values
+
+
+_FIELDS = {entry.name for entry in fields(TrainConfig)}

@@ -1,15 +1,17 @@
-"""The training loop: seeded data order, atomic checkpoints, exact resume, DDP, metrics.
+"""The training loop: checked settings, seeded data order, atomic checkpoints, exact resume, signals, DDP, metrics.
 
 Exact resume rests on one rule: everything a step does is a function of the checkpointed state
 (model, optimizer, scheduler) and of the step number. The data order of epoch ``e`` is the
 permutation drawn from a generator seeded with ``(seed, e)``, so the batch of step ``k`` is known
 without replaying the steps before it, and a resumed run on CPU reproduces the uninterrupted loss
-curve bit for bit (with the same number of CPU threads: float reductions depend on it).
+curve bit for bit (with the same number of CPU threads: float reductions depend on it), whether it
+was stopped by SIGTERM, SIGINT or SIGKILL.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import os
@@ -24,12 +26,13 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from ..continuous import ContinuousDepth, regularization
+from ._checkpoint import CHECKPOINT, check_run_folder, load_checkpoint, save_checkpoint, write_atomically
+from ._signals import StopRequest, TrainingInterrupted, stop_requests
+from ._validate import checked_task, run_length
 from .config import TrainConfig
-from .tasks import Task, build_task
+from .tasks import Task
 
 __all__ = ["train", "evaluate", "NonFiniteLossError"]
-
-CHECKPOINT = "checkpoint.pt"
 
 
 class NonFiniteLossError(RuntimeError):
@@ -38,6 +41,24 @@ class NonFiniteLossError(RuntimeError):
 
 def train(config: TrainConfig) -> dict[str, Any]:
     """Train ``config.preset`` and return the final metrics (also written to ``out_dir``).
+
+    **Checked before anything is written:** the settings' types (:class:`TrainConfig`); every ``model.*`` and
+    ``data.*`` key, by building the task and running its model forward once (:class:`ConfigError` naming the key
+    and the accepted ones); the batch size; and the run folder, created if needed and probed with a file created
+    and removed at once (:class:`RunFolderError`). A warm-up longer than the run warns with :class:`ScheduleWarning`.
+
+    **What is written, and when:** ``config.json`` and ``checkpoint.pt`` together, every ``checkpoint_every`` steps,
+    when stopped by a signal, and at the end; ``metrics.csv`` and ``metrics.json`` at the end. Each file is written to
+    a temporary file and renamed over the old one, so a run that fails before its first checkpoint leaves an earlier
+    run's folder byte for byte as it was, and a failed write (e.g. a full disk: :class:`RunFolderError`) leaves the
+    last good checkpoint. Checkpoints hold only tensors, plain containers and numbers and are loaded with
+    ``torch.load(weights_only=True)``; anything else is refused with :class:`CheckpointError` and not loaded.
+
+    **Interruption:** a SIGTERM (cluster preemption) or SIGINT (Ctrl-C) during training stops the run at the end of
+    the current step, writes a checkpoint and raises :class:`TrainingInterrupted` (the CLI exits with 128 + the
+    signal's number: 143 or 130). A second signal acts at once (a second Ctrl-C raises ``KeyboardInterrupt``). The
+    handlers are installed for the training steps only and restored afterwards. ``resume=True`` continues from the
+    checkpoint, after a signal or a SIGKILL (then from the last periodic checkpoint), and reproduces the loss curve.
 
     Under ``torchrun`` (``WORLD_SIZE > 1``) each process takes its share of every global batch
     and DistributedDataParallel averages the gradients (gloo on CPU, nccl on GPU), so the run
@@ -49,28 +70,22 @@ def train(config: TrainConfig) -> dict[str, Any]:
     )
     if device.type == "cuda" and world > 1:
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+    torch.manual_seed(config.seed)
+    task = checked_task(config, device)
+    steps_per_epoch, total = run_length(config, len(task.train), world)
     out = Path(config.out_dir)
     if rank == 0:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "config.json").write_text(json.dumps(asdict(config), indent=2))
+        check_run_folder(out)
 
-    torch.manual_seed(config.seed)
-    task = build_task(config)
-    model = task.model.to(device)
+    model = task.model
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    steps_per_epoch = len(task.train) // config.batch_size
-    if steps_per_epoch == 0:
-        raise ValueError(f"batch_size={config.batch_size} exceeds the {len(task.train)} training examples")
-    if config.batch_size % world:
-        raise ValueError(f"batch_size={config.batch_size} must be divisible by the {world} processes")
-    total = steps_per_epoch * config.epochs
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _warmup_cosine(total, config.warmup_steps))
 
     history: list[dict[str, float]] = []
     start = 0
     checkpoint_path = out / CHECKPOINT
     if config.resume and checkpoint_path.exists():
-        state = torch.load(checkpoint_path, map_location=device, weights_only=False)
+        state = load_checkpoint(checkpoint_path, device)
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
@@ -82,45 +97,57 @@ def train(config: TrainConfig) -> dict[str, Any]:
         range(start, stop), initial=start, total=stop, disable=rank != 0 or not config.progress, desc=config.preset
     )
     local = config.batch_size // world
-    for step in bar:
-        epoch, index = divmod(step, steps_per_epoch)
-        order = _permutation(len(task.train), config.seed, epoch)
-        rows = order[index * config.batch_size : (index + 1) * config.batch_size][rank * local : (rank + 1) * local]
-        inputs, target = task.batch(task.train, rows, device)
-        model.train()
-        logits = trained(**inputs)
-        loss = task.loss(logits, target)
-        penalty = regularization(model).to(loss.device)
-        total_loss = loss + penalty
-        if not _finite_everywhere(total_loss):
-            raise NonFiniteLossError(
-                f"the loss became {total_loss.item()} at step {step} (epoch {epoch}); stopping. The last good "
-                f"checkpoint is {checkpoint_path if checkpoint_path.exists() else 'not written yet'}. Lower the "
-                "learning rate, use more solver steps, or clip gradients harder"
-            )
-        optimizer.zero_grad(set_to_none=True)
-        total_loss.backward()
-        if config.grad_clip:
-            nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        optimizer.step()
-        scheduler.step()
-        record = {
-            "step": step + 1,
-            "epoch": epoch,
-            "loss": loss.item(),
-            "accuracy": task.accuracy(logits, target),
-            "nfe": float(_nfe(model)),
-            "lr": scheduler.get_last_lr()[0],
-            "regularization": penalty.item(),
-        }
-        history.append(record)
-        bar.set_postfix(loss=f"{record['loss']:.3f}", acc=f"{record['accuracy']:.2f}", nfe=int(record["nfe"]))
-        if rank == 0 and config.checkpoint_every and (step + 1) % config.checkpoint_every == 0:
-            _save(checkpoint_path, model, optimizer, scheduler, step + 1, history)
-    bar.close()
+    done = start
 
-    if rank == 0 and (stop > start or not checkpoint_path.exists()):
-        _save(checkpoint_path, model, optimizer, scheduler, stop, history)
+    def save() -> None:
+        state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()}
+        save_checkpoint(out, asdict(config), {**state, "step": done, "history": history})
+
+    with stop_requests() as request:
+        for step in bar:
+            epoch, index = divmod(step, steps_per_epoch)
+            order = _permutation(len(task.train), config.seed, epoch)
+            rows = order[index * config.batch_size : (index + 1) * config.batch_size][rank * local : (rank + 1) * local]
+            inputs, target = task.batch(task.train, rows, device)
+            model.train()
+            logits = trained(**inputs)
+            loss = task.loss(logits, target)
+            penalty = regularization(model).to(loss.device)
+            total_loss = loss + penalty
+            if not _finite_everywhere(total_loss):
+                raise NonFiniteLossError(
+                    f"the loss became {total_loss.item()} at step {step} (epoch {epoch}); stopping. The last good "
+                    f"checkpoint is {checkpoint_path if checkpoint_path.exists() else 'not written yet'}. Lower the "
+                    "learning rate, use more solver steps, or clip gradients harder"
+                )
+            optimizer.zero_grad(set_to_none=True)
+            total_loss.backward()
+            if config.grad_clip:
+                nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+            optimizer.step()
+            scheduler.step()
+            record = {
+                "step": step + 1,
+                "epoch": epoch,
+                "loss": loss.item(),
+                "accuracy": task.accuracy(logits, target),
+                "nfe": float(_nfe(model)),
+                "lr": scheduler.get_last_lr()[0],
+                "regularization": penalty.item(),
+            }
+            history.append(record)
+            done = step + 1
+            bar.set_postfix(loss=f"{record['loss']:.3f}", acc=f"{record['accuracy']:.2f}", nfe=int(record["nfe"]))
+            if _stop_signal(request, device):
+                break
+            if rank == 0 and config.checkpoint_every and done % config.checkpoint_every == 0:
+                save()
+        bar.close()
+        if rank == 0 and (done > start or not checkpoint_path.exists()):
+            save()
+    signum = _stop_signal(request, device)
+    if signum:
+        raise TrainingInterrupted(signum, done, checkpoint_path)
     result = {
         "preset": config.preset,
         "steps": stop,
@@ -174,6 +201,17 @@ def _nfe(model: nn.Module) -> int:
     return sum(m.stats.nfe for m in model.modules() if isinstance(m, ContinuousDepth) and m.stats is not None)
 
 
+def _stop_signal(request: StopRequest, device: torch.device) -> int:
+    """The signal that stops the run at this step boundary (0: none); under DDP the largest of every process's, so
+    that all stop at the same step."""
+    signum = request.signal or 0
+    if dist.is_available() and dist.is_initialized():
+        largest = torch.tensor(signum, device=device)
+        dist.all_reduce(largest, op=dist.ReduceOp.MAX)
+        signum = int(largest.item())
+    return signum
+
+
 def _finite_everywhere(loss: Tensor) -> bool:
     finite = torch.isfinite(loss.detach()).float()
     if dist.is_available() and dist.is_initialized():
@@ -181,30 +219,16 @@ def _finite_everywhere(loss: Tensor) -> bool:
     return bool(finite.item())
 
 
-def _save(path: Path, model, optimizer, scheduler, step: int, history: list[dict[str, float]]) -> None:
-    """Write the checkpoint atomically: to a temporary file, flushed to disk, then renamed over."""
-    tmp = path.with_suffix(".tmp")
-    state = {
-        "model": model.state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "scheduler": scheduler.state_dict(),
-        "step": step,
-        "history": history,
-    }
-    with open(tmp, "wb") as handle:
-        torch.save(state, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-
-
 def _write_metrics(out: Path, history: list[dict[str, float]], result: dict[str, Any]) -> None:
+    """Write ``metrics.csv`` (one row per step) and ``metrics.json`` (the result), each atomically."""
     if history:
-        with open(out / "metrics.csv", "w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(history[0]))
-            writer.writeheader()
-            writer.writerows(history)
-    (out / "metrics.json").write_text(json.dumps({**result, "written": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=2))
+        table = io.StringIO(newline="")
+        writer = csv.DictWriter(table, fieldnames=list(history[0]))
+        writer.writeheader()
+        writer.writerows(history)
+        write_atomically(out / "metrics.csv", lambda handle: handle.write(table.getvalue().encode()))
+    summary = json.dumps({**result, "written": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=2)
+    write_atomically(out / "metrics.json", lambda handle: handle.write(summary.encode()))
 
 
 def _init_distributed() -> tuple[int, int]:

@@ -1,0 +1,253 @@
+"""Validation of :func:`~neuralode_tf.numerics.solve`'s arguments.
+
+Each check raises a :class:`~neuralode_tf.numerics.errors.SolveError` subclass whose message names the
+argument, says what is wrong and what would be right, before any backend sees the input.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import math
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from . import torchdiffeq as _tdq
+from ._state import State, leaves
+from .errors import InvalidFieldError, InvalidStateError, InvalidTimesError, SolverConfigError
+
+DEFAULT_RTOL, DEFAULT_ATOL = 1e-6, 1e-8
+"""The tolerances of adaptive methods when ``rtol`` / ``atol`` are not given."""
+
+
+def check_field(field: object) -> None:
+    """Refuse anything that cannot be called as ``field(t, y)``, e.g. a residual branch ``forward(x)``."""
+    if not callable(field):
+        raise InvalidFieldError(f"field must be callable as field(t, y) -> dy/dt, got {type(field).__name__}")
+    try:
+        signature = inspect.signature(field.forward if isinstance(field, nn.Module) else field)
+    except (TypeError, ValueError):
+        return  # no signature to read (e.g. a builtin): the first call will tell
+    params = signature.parameters.values()
+    required = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+    if any(p.kind is p.VAR_POSITIONAL for p in params) or (len(required) >= 2 and _binds(signature)):
+        return
+    name = type(field).__name__ if isinstance(field, nn.Module) else getattr(field, "__name__", type(field).__name__)
+    hint = f"{name}.as_field()" if hasattr(field, "as_field") else "neuralode_tf.fields.as_field(branch)"
+    raise InvalidFieldError(
+        f"field must be callable as field(t, y) -> dy/dt, but {name} takes {signature}. A residual branch "
+        f"(forward(x) -> increment) is not a field: pass {hint}, the autonomous field dy/dt = branch(y)"
+    )
+
+
+def _binds(signature: inspect.Signature) -> bool:
+    try:
+        signature.bind(None, None)
+    except TypeError:
+        return False
+    return True
+
+
+def check_state(y0: object) -> None:
+    """``y0`` is a real floating tensor or a non-empty tuple of them, on one device."""
+    tensors = y0 if isinstance(y0, tuple) else (y0,)
+    if not tensors or not all(isinstance(x, Tensor) for x in tensors):
+        raise InvalidStateError(f"y0 must be a tensor or a non-empty tuple of tensors, got {type(y0).__name__}")
+    if not all(x.is_floating_point() for x in tensors):
+        raise InvalidStateError(f"y0 must be floating point, got dtypes {[x.dtype for x in tensors]}")
+    if len({x.device for x in tensors}) > 1:
+        raise InvalidStateError(f"the tensors of y0 must share one device, got {[str(x.device) for x in tensors]}")
+
+
+def check_times(t: Sequence[float] | Tensor, y0: State) -> list[float]:
+    """``t`` as floats: real, 1-D, at least two, finite, strictly increasing, within the range of ``y0``'s dtype."""
+    if isinstance(t, Tensor):
+        if t.ndim != 1:
+            raise InvalidTimesError(f"t must be 1-D, got shape {tuple(t.shape)}")
+        if t.is_complex() or t.dtype == torch.bool:
+            raise InvalidTimesError(f"t must be real, got dtype {t.dtype}")
+        times = t.detach().double().tolist()
+    elif isinstance(t, (str, bytes)):
+        raise InvalidTimesError(f"t must be a 1-D sequence of numbers, got {type(t).__name__} {t!r}")
+    else:
+        try:
+            times = [float(x) for x in t]
+        except (TypeError, ValueError) as err:
+            raise InvalidTimesError(f"t must be a 1-D sequence of numbers: {err}") from None
+    if len(times) < 2:
+        raise InvalidTimesError(f"t needs at least two times (start and end), got {len(times)}")
+    if not all(math.isfinite(x) for x in times):
+        raise InvalidTimesError(f"t must be finite, got {times}")
+    bad = [i for i in range(1, len(times)) if not times[i] > times[i - 1]]
+    if bad:
+        i = bad[0]
+        raise InvalidTimesError(
+            f"t must be strictly increasing, but t[{i}]={times[i]} follows t[{i - 1}]={times[i - 1]}"
+        )
+    largest = min(torch.finfo(x.dtype).max for x in leaves(y0))
+    if max(abs(times[0]), abs(times[-1]), times[-1] - times[0]) > largest:
+        raise InvalidTimesError(
+            f"t from {times[0]:g} to {times[-1]:g} overflows y0's dtype {_dtypes(y0)} (largest {largest:g}): "
+            "rescale time, or use a wider dtype for y0"
+        )
+    return times
+
+
+def check_flags(seminorm: object, per_sample: object, max_steps: object) -> None:
+    """Types of the switches and of ``max_steps``."""
+    if not isinstance(seminorm, bool):
+        raise SolverConfigError(f"seminorm must be True or False, got {seminorm!r}")
+    if per_sample is not None and not isinstance(per_sample, bool):
+        raise SolverConfigError(f"per_sample must be True, False or None, got {per_sample!r}")
+    if not _is_int(max_steps) or max_steps < 1:
+        raise SolverConfigError(f"max_steps must be a positive integer, got {max_steps!r}")
+
+
+def check_state_for_backend(y0: State, backend: str, per_sample: bool | None) -> bool:
+    """What the external backends need of ``y0``; returns torchode's ``per_sample`` (False elsewhere).
+
+    torchdiffeq and torchode concatenate the tensors of a tuple state, so they need one dtype, and
+    at least one element. torchode's per-sample stepping needs a batch dimension, the first of every
+    tensor of ``y0`` and of one size: by default it is on where there is one and off where not (a
+    0-dim state, a tuple with different leading sizes).
+    """
+    if backend == "builtin":
+        return False
+    tensors = leaves(y0)
+    if len({x.dtype for x in tensors}) > 1:
+        raise InvalidStateError(
+            f"the tensors of y0 must share one dtype on the {backend} backend, got {_dtypes(y0)} "
+            "(the built-in backend keeps a dtype per tensor)"
+        )
+    if sum(x.numel() for x in tensors) == 0:
+        raise InvalidStateError(f"y0 has no elements (shapes {[tuple(x.shape) for x in tensors]}); {backend} needs one")
+    if backend != "torchode":
+        return False
+    batched = all(x.ndim >= 1 for x in tensors) and len({x.shape[0] for x in tensors}) == 1
+    if per_sample and not batched:
+        raise InvalidStateError(
+            f"per_sample=True steps each sample along dim 0 of y0, which needs every tensor of y0 to have that "
+            f"dimension, of one size; got shapes {[tuple(x.shape) for x in tensors]}. Pass per_sample=False"
+        )
+    return batched if per_sample is None else per_sample
+
+
+def step_size(method: str, fixed: bool, times: list[float], step_size: object, steps: object) -> float | None:
+    """The step of a fixed-grid method from ``step_size`` or ``steps``; None for an adaptive one."""
+    if not fixed:
+        if step_size is not None or steps is not None:
+            raise SolverConfigError(
+                f"{method!r} is adaptive: it takes rtol/atol (and dt0 for its first step), not step_size or steps"
+            )
+        return None
+    if (step_size is None) == (steps is None):
+        raise SolverConfigError(f"fixed-grid method {method!r} needs exactly one of step_size= or steps=")
+    if steps is not None:
+        if not _is_int(steps) or steps < 1:
+            raise SolverConfigError(f"steps must be a positive integer, got {steps!r}")
+        return (times[-1] - times[0]) / int(steps)
+    if not (_is_real(step_size) and math.isfinite(step_size) and step_size > 0):
+        raise SolverConfigError(f"step_size must be a positive finite number, got {step_size!r}")
+    return float(step_size)
+
+
+def tolerances(method: str, backend: str, fixed: bool, rtol: object, atol: object, y0: State) -> tuple[float, float]:
+    """``(rtol, atol)`` with their defaults, for a method that uses them; refused for one that would ignore them."""
+    if fixed and not (backend == "torchdiffeq" and method in _tdq.TOLERANCED_FIXED_GRID):
+        given = [name for name, value in (("rtol", rtol), ("atol", atol)) if value is not None]
+        if given:
+            raise SolverConfigError(
+                f"fixed-grid {method!r} has no error control, so {' and '.join(given)} would be ignored: give "
+                "step_size= or steps= alone, or choose an adaptive method such as 'dopri5'"
+            )
+    rtol = DEFAULT_RTOL if rtol is None else rtol
+    atol = DEFAULT_ATOL if atol is None else atol
+    if not (_is_real(rtol) and math.isfinite(rtol) and rtol >= 0):
+        raise SolverConfigError(f"rtol must be a finite number >= 0, got {rtol!r}")
+    if not (_is_real(atol) and math.isfinite(atol) and atol > 0):
+        raise SolverConfigError(
+            f"atol must be a finite number > 0, got {atol!r}: the error control divides by atol + rtol * |y|, "
+            "which is 0 wherever a component of y is (and an adjoint's parameter gradients start at 0)"
+        )
+    if not fixed:
+        # The error norm squares y / (atol + rtol * |y|), up to 1 / rtol where |y| is large (|y| / atol if
+        # rtol = 0): that must not overflow the state's dtype (float16's largest, 65504, allows 1 / 256).
+        finest = 1.0 / math.sqrt(min(torch.finfo(x.dtype).max for x in leaves(y0)))
+        name, value = ("rtol", rtol) if rtol > 0 else ("atol", atol)
+        if value < finest:
+            raise SolverConfigError(
+                f"{name}={value:g} is finer than y0's dtype {_dtypes(y0)} can resolve (the error norm squares "
+                f"about 1 / {name}): use {name} >= {finest:.2g}, or a wider dtype for y0"
+            )
+    return float(rtol), float(atol)
+
+
+def first_step(method: str, backend: str, fixed: bool, dt0: object, options: object) -> dict[str, Any]:
+    """Check ``dt0`` and ``options`` (torchdiffeq's, whose ``first_step`` is another ``dt0``); returns ``options``."""
+    if options is not None and not isinstance(options, dict):
+        raise SolverConfigError(f"options must be a dict of torchdiffeq options, got {type(options).__name__}")
+    options = options or {}
+    if options and backend != "torchdiffeq":
+        raise SolverConfigError(
+            f"options are passed to torchdiffeq, but this solve runs on {backend!r}; got options {sorted(options)}"
+        )
+    reserved = sorted({"step_size", "grid_constructor"} & set(options))
+    if reserved:
+        raise SolverConfigError(f"options {reserved} are set by solve: give step_size= or steps= instead")
+    for name, value in (("dt0", dt0), ("options['first_step']", options.get("first_step"))):
+        if value is None:
+            continue
+        takes = not fixed and (backend != "torchdiffeq" or method in _tdq.ADAPTIVE_RK)
+        if not takes:
+            raise SolverConfigError(f"{name} is the first step of an adaptive Runge-Kutta method, not of {method!r}")
+        if not (_is_real(value) and math.isfinite(value) and value > 0):
+            raise SolverConfigError(f"{name} must be a positive finite number, got {value!r}")
+    if dt0 is not None and "first_step" in options:
+        raise SolverConfigError("dt0 and options['first_step'] both set the first step: give one of them")
+    return options
+
+
+def check_gradients(method: str, backend: str, adjoint: str, field: object, y0: State) -> None:
+    """Refuse ``adjoint="backprop"`` through a method that runs outside autograd when a gradient is wanted."""
+    if backend != "torchdiffeq" or method not in _tdq.OUTSIDE_AUTOGRAD or adjoint != "backprop":
+        return
+    params = field.parameters() if isinstance(field, nn.Module) else ()
+    if torch.is_grad_enabled() and any(x.requires_grad for x in itertools.chain(leaves(y0), params)):
+        raise SolverConfigError(
+            f"method {method!r} runs outside autograd, so adjoint='backprop' would give no gradient: use "
+            "adjoint='adjoint', or solve under torch.no_grad()"
+        )
+
+
+def explain_failure(field: object, y0: State, err: RuntimeError) -> None:
+    """Raise :class:`InvalidStateError` from ``err`` if the field's floating parameters and buffers have no
+    dtype, or no device, in common with ``y0``: the likely reason the field failed."""
+    if not isinstance(field, nn.Module):
+        return
+    tensors = [x for x in itertools.chain(field.parameters(), field.buffers()) if x.is_floating_point()]
+    state = leaves(y0)
+    for what in ("dtype", "device"):
+        own = {getattr(x, what) for x in tensors}
+        if own and own.isdisjoint(getattr(x, what) for x in state):
+            theirs = sorted({str(getattr(x, what)) for x in state})
+            raise InvalidStateError(
+                f"y0 has {what} {', '.join(theirs)} but the field's parameters have {what} "
+                f"{', '.join(sorted(map(str, own)))}, and the field failed ({err}). Convert one to the other, "
+                f"e.g. field.to(y0.{what}) or y0.to(<the field's {what}>)"
+            ) from err
+
+
+def _dtypes(y0: State) -> str:
+    return ", ".join(sorted({str(x.dtype) for x in leaves(y0)}))
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_real(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
