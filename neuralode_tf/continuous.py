@@ -7,6 +7,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from ._checks import bind_calls, check_conditioning, check_field, check_solve_settings, check_times
 from ._typing import State
 from .numerics import FIXED_GRID_METHODS, SolverConfigError, Stats, resolve_backend, solve
 
@@ -22,14 +23,26 @@ class ContinuousDepth(nn.Module):
     accurately.
 
     Args:
-        field: The vector field (registered as a submodule, so its parameters train).
-        t1: End of depth-time (``D`` for a weight-shared stack of ``D`` layers).
+        field: The vector field, an ``nn.Module`` with ``forward(t, x)`` (registered as a submodule, so
+            its parameters train). A plain callable is refused: the tensors it uses would not be
+            registered. So is a residual branch ``forward(x)`` (``MLPBranch``, ``AttentionBranch``):
+            pass ``neuralode_tf.fields.as_field(branch)`` or a ``SplitField`` of branches.
+        t1: End of depth-time (``D`` for a weight-shared stack of ``D`` layers), a real number ``> t0``.
         t0: Start of depth-time.
         method, steps, step_size: As in :func:`~neuralode_tf.solve`. A fixed-grid method given
             neither ``steps`` nor ``step_size`` takes unit steps, so the default, Euler, computes
             one residual block per unit of depth-time.
         **solve_kwargs: Any further argument of :func:`~neuralode_tf.solve` (``adjoint``,
             ``backend``, ``rtol``, ``substep``, ...).
+
+    Raises:
+        ~neuralode_tf.numerics.InvalidFieldError: ``field`` is not a field module (a ``TypeError``).
+        TypeError: ``t0``/``t1`` are not real numbers, or a keyword is not an argument of
+            :func:`~neuralode_tf.solve`.
+        ~neuralode_tf.numerics.InvalidTimesError: ``t0``/``t1`` are not finite or ``t1 <= t0``.
+        ~neuralode_tf.numerics.SolverConfigError: no backend supports ``method`` with these ``backend``,
+            ``adjoint``, ``substep``, ... (the values ``solve`` checks against the state and the grid, such
+            as ``steps`` and ``step_size``, are checked at the first forward).
 
     Attributes:
         stats: The :class:`~neuralode_tf.numerics.Stats` of the last forward call (``None`` before it).
@@ -56,11 +69,13 @@ class ContinuousDepth(nn.Module):
         **solve_kwargs: Any,
     ):
         super().__init__()
+        check_field(field)
         self.field = field
-        self.t0, self.t1 = float(t0), float(t1)
-        if steps is None and step_size is None and method in FIXED_GRID_METHODS:
-            step_size = 1.0
+        self.t0, self.t1 = check_times(t0, t1)
         self.solve_kwargs = dict(method=method, steps=steps, step_size=step_size, **solve_kwargs)
+        check_solve_settings(field, self.solve_kwargs)
+        if steps is None and step_size is None and method in FIXED_GRID_METHODS:
+            self.solve_kwargs["step_size"] = 1.0
         self.stats: Stats | None = None
         self.regularization: Tensor | None = None
 
@@ -68,18 +83,23 @@ class ContinuousDepth(nn.Module):
         """Integrate from ``x`` at ``t0`` and return the state at ``t1``.
 
         Keyword arguments (e.g. ``key_padding_mask``, ``memory``, ``memory_padding_mask``) are
-        per-batch conditioning, passed to ``bind(**conditioning)`` of every submodule of the field
-        that has one (:meth:`~neuralode_tf.nn.AttentionBranch.bind`); calling without them clears it.
+        per-batch conditioning: every submodule of the field with a ``bind`` method gets the keywords
+        its ``bind`` names (:meth:`~neuralode_tf.nn.AttentionBranch.bind`); calling without them clears
+        them. A keyword that no ``bind`` names raises ``TypeError`` before anything is bound, unless it is
+        ``None``; so does a mask that is not bool, and a wrong shape raises ``ValueError``:
+        ``key_padding_mask`` is ``(*batch, n)`` for ``x`` ``(*batch, n, d)``, ``memory_padding_mask``
+        ``(*batch, m)`` for ``memory`` ``(*batch, m, d_m)``.
         """
+        calls = bind_calls(self.field, conditioning)
+        check_conditioning(x, conditioning)
         if any(value is not None for value in conditioning.values()) and self._backsolves_per_sample():
             raise SolverConfigError(
                 "torchode's backsolve adjoint evaluates the field one sample at a time (vmap), which per-batch "
                 "conditioning (masks, memory) cannot follow; use backend='torchdiffeq' for adjoint='adjoint', "
                 "or adjoint='backprop'/'checkpoint'"
             )
-        for module in self.field.modules():
-            if callable(getattr(module, "bind", None)):
-                module.bind(**conditioning)
+        for bind, keywords in calls:
+            bind(**keywords)
         augmented = callable(getattr(self.field, "initial_state", None))
         y0 = self.field.initial_state(x) if augmented else x
         solution = solve(self.field, y0, [self.t0, self.t1], **self.solve_kwargs)

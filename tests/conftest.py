@@ -43,7 +43,9 @@ torch.set_num_threads(int(os.environ.get("NEURALODE_TF_TEST_THREADS", "1")))
 def _device() -> torch.device:
     if DEVICE == "xla":
         import torch_xla
+        from torch_xla.experimental import eager_mode
 
+        eager_mode(os.environ.get("NEURALODE_TF_XLA_EAGER", "0") == "1")
         return torch_xla.device()
     if DEVICE == "cuda" and not torch.cuda.is_available():
         pytest.skip("NEURALODE_TF_TEST_DEVICE=cuda but CUDA is not available")

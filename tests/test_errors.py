@@ -10,10 +10,11 @@ import torch
 from torch import nn
 
 from neuralode_tf import solve
-from neuralode_tf.fields import ParallelField, SplitField
-from neuralode_tf.nn import MLPBranch
+from neuralode_tf.fields import ParallelField, SplitField, as_field
+from neuralode_tf.nn import AttentionBranch, MLPBranch
 from neuralode_tf.numerics import (
     FieldOutputError,
+    InvalidFieldError,
     InvalidStateError,
     InvalidTimesError,
     MaxStepsExceededError,
@@ -78,6 +79,9 @@ def _y0(device) -> torch.Tensor:
         ([0.0], "at least two"),
         (torch.zeros(2, 2), "1-D"),
         (["a", "b"], "1-D sequence of numbers"),
+        ("01", "1-D sequence of numbers, got str"),
+        (torch.tensor([0.0, 1.0], dtype=torch.complex64), "t must be real, got dtype torch.complex64"),
+        ([0.0, 1e39], r"t from 0 to 1e\+39 overflows y0's dtype torch.float32"),
     ],
 )
 def test_bad_times(t, match, device):
@@ -92,6 +96,7 @@ def test_bad_times(t, match, device):
         ([1.0, 2.0], "tensor or a non-empty tuple"),
         ((), "tensor or a non-empty tuple"),
         (torch.ones(3, dtype=torch.long), "floating point"),
+        (torch.ones(3, dtype=torch.complex64), "y0 must be floating point"),
     ],
 )
 def test_bad_state(y0, match, device):
@@ -152,12 +157,79 @@ def test_split_part_output_mismatch_names_the_part(device):
         (dict(method="dopri5", steps=3), "adaptive: it takes rtol/atol"),
         (dict(method="euler", steps=1, substep="rk4"), "substep applies to the splitting methods"),
         (dict(method="strang", steps=1, substep="rk9"), r"unknown substep 'rk9'; valid: 'euler'"),
+        (dict(method="euler", step_size=math.nan), "step_size must be a positive finite number, got nan"),
+        (dict(method="dopri5", backend="torchdiffeq", rtol=-1e-3), r"^rtol must be a finite number >= 0, got -0.001"),
+        (dict(method="dopri5", backend="torchode", rtol=-1e-3), r"^rtol must be a finite number >= 0, got -0.001"),
+        (dict(method="dopri5", backend="torchdiffeq", atol=-1e-6), r"^atol must be a finite number > 0, got -1e-06"),
+        (dict(method="dopri5", backend="torchode", atol=-1e-6), r"^atol must be a finite number > 0, got -1e-06"),
+        (dict(method="dopri5", rtol=0.0, atol=0.0), r"^atol must be a finite number > 0, got 0.0: .*divides by atol"),
+        (dict(method="dopri5", rtol=math.nan), "^rtol must be a finite number >= 0, got nan"),
+        (dict(method="dopri5", rtol=torch.tensor(1e-3)), "^rtol must be a finite number >= 0, got tensor"),
+        (dict(method="rk4", steps=2, rtol=1e-3), "fixed-grid 'rk4' has no error control, so rtol would be ignored"),
+        (dict(method="heun", steps=2, backend="torchode", atol=1e-3), "so atol would be ignored"),
+        (dict(method="euler", steps=2, rtol=1e-3, atol=1e-3), "so rtol and atol would be ignored"),
+        (dict(method="dopri5", backend="torchdiffeq", dt0=0.0), r"^dt0 must be a positive finite number, got 0.0"),
+        (dict(method="dopri5", backend="torchode", dt0=-0.1), r"^dt0 must be a positive finite number, got -0.1"),
+        (dict(method="rk4", steps=2, dt0=0.1), r"^dt0 is the first step of an adaptive Runge-Kutta method, not"),
+        (dict(method="dopri5", options={"first_step": -0.1}), r"^options\['first_step'\] must be a positive finite"),
+        (dict(method="dopri5", dt0=0.1, options={"first_step": 0.1}), r"^dt0 and options\['first_step'\] both"),
+        (dict(method="dopri5", backend="torchode", options={"first_step": 0.1}), "solve runs on 'torchode'"),
+        (dict(method="dopri5", options=[("first_step", 0.1)]), "^options must be a dict of torchdiffeq options"),
+        (dict(method="rk4", steps=2, backend="torchdiffeq", options={"step_size": 0.1}), r"options \['step_size'\]"),
+        (dict(method="dopri5", max_steps=0), "^max_steps must be a positive integer, got 0"),
+        (dict(method="dopri5", max_steps=True), "^max_steps must be a positive integer, got True"),
+        (dict(method="dopri5", seminorm="yes"), "^seminorm must be True or False, got 'yes'"),
+        (dict(method="dopri5", per_sample=1), "^per_sample must be True, False or None, got 1"),
+        (dict(method="scipy_solver"), "'scipy_solver' runs outside autograd, so adjoint='backprop' would give no"),
     ],
 )
 def test_bad_configuration(kwargs, match, device):
     field = SplitField(MLPBranch(3)).to(device)
     with pytest.raises(SolverConfigError, match=match):
         solve(field, _y0(device), [0.0, 1.0], **kwargs)
+
+
+def test_tolerances_finer_than_the_dtype_resolves(device):
+    """float16's range cannot hold the squared error ratio 1 / rtol² at rtol = 1e-6: refused by name, not NaN."""
+    y0 = torch.ones(2, 3, dtype=torch.float16, device=device)
+    with pytest.raises(SolverConfigError, match=r"^rtol=1e-06 is finer than y0's dtype torch.float16 can resolve"):
+        solve(Linear().to(device).half(), y0, [0.0, 1.0], method="dopri5")
+    solve(Linear().to(device).half(), y0, [0.0, 1.0], method="dopri5", rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("branch", [MLPBranch(3), AttentionBranch(3, 1)], ids=["mlp", "attention"])
+def test_solve_refuses_a_residual_branch_and_points_to_as_field(branch, device):
+    """A branch's forward(x) is refused with a message saying what a field is and how to make one; as_field(branch)
+    and a plain function f(t, y) solve."""
+    branch, y0 = branch.to(device), _y0(device)[:, None]
+    with pytest.raises(InvalidFieldError, match=r"^field must be callable as field\(t, y\) -> dy/dt, .*as_field"):
+        solve(branch, y0, [0.0, 1.0], method="euler", steps=1)
+    assert issubclass(InvalidFieldError, TypeError)
+    solve(as_field(branch), y0, [0.0, 1.0], method="euler", steps=1)
+    solve(lambda t, y: -y, y0, [0.0, 1.0], method="euler", steps=1)
+    with pytest.raises(InvalidFieldError, match="^field must be callable .*got int"):
+        solve(3, y0, [0.0, 1.0], method="euler", steps=1)
+
+
+@pytest.mark.parametrize("backend, method", [("builtin", "rk4"), ("torchdiffeq", "dopri5"), ("torchode", "dopri5")])
+def test_a_state_of_another_dtype_than_the_field_names_both(backend, method, device):
+    """A float64 state through a float32 layer fails inside the field; the error names both dtypes."""
+    field = Wrong(nn.LayerNorm(3)).to(device)
+    kwargs = dict(steps=2) if method == "rk4" else {}
+    with pytest.raises(InvalidStateError, match=r"^y0 has dtype torch.float64 but the field's .* dtype torch.float32"):
+        solve(field, _y0(device).double(), [0.0, 1.0], method=method, backend=backend, **kwargs)
+
+
+@pytest.mark.parametrize("backend", ["torchdiffeq", "torchode"])
+def test_what_the_external_backends_need_of_the_state(backend, device):
+    """One dtype across a tuple state, at least one element, and a batch dimension for torchode's per_sample=True."""
+    mixed = (_y0(device), torch.ones(2, dtype=torch.float64, device=device))
+    with pytest.raises(InvalidStateError, match=f"^the tensors of y0 must share one dtype on the {backend} backend"):
+        solve(lambda t, y: y, mixed, [0.0, 1.0], method="dopri5", backend=backend)
+    with pytest.raises(InvalidStateError, match=rf"^y0 has no elements \(shapes \[\(0, 3\)\]\); {backend} needs one"):
+        solve(lambda t, y: y, torch.ones(0, 3, device=device), [0.0, 1.0], method="dopri5", backend=backend)
+    with pytest.raises(InvalidStateError, match=r"^per_sample=True steps each sample along dim 0 of y0"):
+        solve(lambda t, y: y, torch.ones((), device=device), [0.0, 1.0], method="dopri5", per_sample=True)
 
 
 @pytest.mark.parametrize("method", ["lie_trotter", "strang"])

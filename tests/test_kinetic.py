@@ -160,7 +160,7 @@ def test_padding_is_left_out_of_the_energy(device):
     rate = augmented.energy_rate(x, torch.zeros(2, dtype=x.dtype, device=device))
     assert rate[0].item() == pytest.approx(x[0, :5].pow(2).mean().item())
     assert rate[1].item() == pytest.approx(x[1].pow(2).mean().item())
-    with pytest.raises(ValueError, match="needs a \\(B, N, d\\) tensor state"):
+    with pytest.raises(ValueError, match=r"key_padding_mask must be a bool tensor of shape \(\*batch, n\) = \(2, 4\)"):
         augmented.energy_rate(x[:, :4], torch.zeros(2, dtype=x.dtype, device=device))
 
 

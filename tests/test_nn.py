@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from neuralode_tf.nn import AttentionBranch, MLPBranch
+from tests import _conditioned
 
 
 def reference_attention(branch: AttentionBranch, x, context=None, allowed=None):
@@ -145,3 +146,65 @@ def test_conditioning_with_torchode_backsolve_is_refused(device):
     with pytest.raises(SolverConfigError, match="one sample at a time"):
         model(x, key_padding_mask=pad)
     assert model(x).shape == (1, 3, 8)  # without conditioning it runs
+
+
+def test_attention_alone_leaves_padded_tokens_where_they_are(device):
+    """What holds for the branch itself: a field of masked self-attention alone never moves padded tokens."""
+    from neuralode_tf import ContinuousDepth
+    from neuralode_tf.fields import SplitField
+
+    model = ContinuousDepth(
+        SplitField(AttentionBranch(8, 2), AttentionBranch(8, 2, causal=True)).to(device), t1=3.0, method="rk4", steps=3
+    )
+    x = torch.randn(2, 5, 8, device=device)
+    pad = torch.tensor([[False] * 5, [False, True, False, True, True]], device=device)
+    out = model(x, key_padding_mask=pad)
+    assert (out - x)[pad].abs().max().item() == 0.0 and (out - x)[~pad].abs().max().item() > 0.1
+
+
+@pytest.mark.parametrize("kind", _conditioned.KINDS)
+def test_padded_tokens_move_but_real_tokens_never_see_them(kind, device):
+    """The padding claim of the docstrings, for whole fields on a fixed grid (one step per unit of depth).
+
+    Padded tokens move (the MLP or feed-forward acts on every position; by 0.02 to 2.9 here), the real tokens
+    are exactly independent of them (max-abs 0 with huge values at the padded target and memory positions) and
+    equal those of the unpadded sequence up to rounding (lengths change the reduction sizes).
+    """
+    from neuralode_tf import ContinuousDepth
+
+    field = _conditioned.build(kind).to(device)
+    model = ContinuousDepth(field, **_conditioned.unit_steps(kind, field))
+    x, memory = torch.randn(2, 5, 8).to(device), torch.randn(2, 7, 8).to(device)
+    pad = torch.tensor([[False] * 5, [False] * 3 + [True] * 2], device=device)
+    memory_pad = torch.tensor([[False] * 7, [False] * 4 + [True] * 3], device=device)
+
+    def run(x: torch.Tensor, memory: torch.Tensor, pad: torch.Tensor | None, memory_pad: torch.Tensor | None):
+        return model(x, **_conditioned.conditioning(kind, x, pad, memory, memory_pad))
+
+    out = run(x, memory, pad, memory_pad)
+    assert torch.isfinite(out).all() and (out - x)[pad].abs().max().item() > 1e-3
+    garbage, garbage_memory = x.clone(), memory.clone()
+    garbage[pad] = 1e3 * torch.randn(int(pad.sum()), 8).to(device)
+    garbage_memory[memory_pad] = -1e3 * torch.randn(int(memory_pad.sum()), 8).to(device)
+    assert (run(garbage, garbage_memory, pad, memory_pad) - out)[~pad].abs().max().item() == 0.0
+    alone = run(x[1:, :3], memory[1:, :4], None, None)
+    assert (out[1, :3] - alone[0]).abs().max().item() <= 1e-5
+
+
+@pytest.mark.parametrize("kind", ["evolving", "evolving_decoder"])
+def test_evolving_maps_stay_zero_at_padding(kind, device):
+    """EvolvingAttentionField: the logit maps' entries at padded rows and columns start at 0 and stay 0."""
+    from neuralode_tf import ContinuousDepth, solve
+
+    field = _conditioned.build(kind).to(device)
+    x, memory = torch.randn(2, 5, 8).to(device), torch.randn(2, 7, 8).to(device)
+    pad = torch.tensor([[False] * 5, [False] * 3 + [True] * 2], device=device)
+    memory_pad = torch.tensor([[False] * 7, [False] * 4 + [True] * 3], device=device)
+    ContinuousDepth(field, t1=2.0, method="lie_trotter")(
+        x, **_conditioned.conditioning(kind, x, pad, memory, memory_pad)
+    )
+    _, *maps = solve(field, field.initial_state(x), [0.0, 2.0], method="rk4", steps=4).y1
+    for logits, keys in zip(maps, (pad, memory_pad)):
+        assert logits[1, :, 3:].abs().max().item() == 0.0  # padded query rows
+        assert logits[1, :, :, keys[1]].abs().max().item() == 0.0  # padded key columns
+        assert logits[0].abs().max().item() > 0.0

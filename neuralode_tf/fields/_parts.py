@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import inspect
-
 from torch import Tensor, nn
 
+from .._checks import required_positionals
 from .._typing import State
 
 
@@ -30,18 +29,14 @@ def as_field(module: nn.Module) -> nn.Module:
         raise TypeError(
             f"parts must be nn.Modules (branches x -> dx or fields (t, x) -> dx), got {type(module).__name__}"
         )
-    required = [
-        p
-        for p in inspect.signature(module.forward).parameters.values()
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
-    ]
-    if len(required) == 1:
+    required = required_positionals(module.forward)
+    if required == 1:
         return Autonomous(module)
-    if len(required) == 2:
+    if required == 2:
         return module
+    takes = "*args" if required is None else f"{required} required arguments"
     raise TypeError(
-        f"{type(module).__name__}.forward takes {len(required)} required arguments; a part must be a "
-        "branch forward(x) or a field forward(t, x)"
+        f"{type(module).__name__}.forward takes {takes}; a part must be a branch forward(x) or a field forward(t, x)"
     )
 
 

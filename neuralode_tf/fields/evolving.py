@@ -66,6 +66,13 @@ class EvolvingAttentionField(SplitField):
     :class:`~neuralode_tf.ContinuousDepth` returns the tokens. Masks and memory reach the branches
     through their ``bind`` (which ``ContinuousDepth`` calls) before :meth:`initial_state`.
 
+    **Padding.** With a ``key_padding_mask`` bound, real tokens never depend on padded ones, and the
+    map entries of padded rows and columns stay 0 (0 in :meth:`initial_state`, with rate
+    ``L - A = 0`` there). Padded tokens themselves still move, under the MLP branch. With padding at
+    the end of each sequence and a fixed grid, the real tokens follow the trajectory of the unpadded
+    sequence (the convolution reads zeros beyond its end either way); padding between real tokens
+    changes the neighbourhoods the convolution reads, so there only the independence holds.
+
     A decoder block is ``EvolvingAttentionField(self_attention, cross_attention, mlp)`` with
     ``causal=True`` branches: its state carries one map per evolving branch (``(B, H, n, n)`` and
     ``(B, H, n, m)``), each evolving separately (§4.3 applies the convolutions to the three kinds of

@@ -7,6 +7,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
+from .._checks import check_padding_mask
 from .._typing import State
 from ._parts import as_field
 
@@ -63,7 +64,7 @@ class KineticEnergy(nn.Module):
     def __init__(self, field: nn.Module, weight: float = 1.0, convention: str = "paper"):
         super().__init__()
         if not (isinstance(weight, (int, float)) and weight >= 0):
-            raise ValueError(f"weight (λ) must be a number >= 0, got {weight!r}")
+            raise ValueError(f"weight (λ, the models' transport_cost) must be a number >= 0, got {weight!r}")
         if convention not in TRANSPORT_CONVENTIONS:
             raise ValueError(f"unknown convention {convention!r}; valid: {', '.join(map(repr, TRANSPORT_CONVENTIONS))}")
         self.field = as_field(field)
@@ -87,7 +88,7 @@ class KineticEnergy(nn.Module):
         scale = self.weight / 2 if self.convention == "paper" else self.weight
         return scale * energy.mean()
 
-    def bind(self, *, key_padding_mask: Tensor | None = None, **_: object) -> None:
+    def bind(self, *, key_padding_mask: Tensor | None = None) -> None:
         """Leave padding out of the energy: with ``key_padding_mask`` ``(B, N)`` (True at padding) on a
         ``(B, N, d)`` state, ``n`` counts each sample's real tokens and padded rows add nothing.
         :class:`~neuralode_tf.ContinuousDepth` calls it with its conditioning."""
@@ -99,11 +100,12 @@ class KineticEnergy(nn.Module):
         if mask is None:
             squares = [leaf.pow(2).reshape(*energy.shape, -1) for leaf in _leaves(dx)]
             return sum(s.sum(-1) for s in squares) / sum(s.shape[-1] for s in squares)
-        if isinstance(dx, tuple) or dx.ndim != 3 or dx.shape[:2] != mask.shape:
+        if isinstance(dx, tuple) or dx.ndim != 3:
             raise ValueError(
-                f"a key_padding_mask {tuple(mask.shape)} needs a (B, N, d) tensor state with the same (B, N), "
-                f"got {tuple(dx.shape) if isinstance(dx, Tensor) else 'a tuple state'}"
+                f"a key_padding_mask needs a (B, N, d) tensor state, got "
+                f"{tuple(dx.shape) if isinstance(dx, Tensor) else 'a tuple state'}"
             )
+        check_padding_mask(mask, "key_padding_mask", dx.shape[:-1], "the state", bound=True)
         real = (~mask).to(dx.dtype)
         squares = dx.pow(2).sum(-1) * real
         return squares.sum(-1) / (real.sum(-1).clamp(min=1) * dx.shape[-1])

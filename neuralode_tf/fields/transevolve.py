@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .._checks import check_context, check_padding_mask, check_shape
 from ..nn import MLPBranch
 from .sharing import WeightSharedField
 from .split import SplitField
@@ -114,6 +115,7 @@ class EvolvingAttentionState:
     is True at padding keys, ``query_padding_mask`` ``(*batch, n)`` at padding queries, whose
     increment is zeroed (for self-attention both are the tokens' padding). ``memory`` is the encoder
     output for cross-attention, whose LayerNorm gives the values, and None for self-attention.
+    ``tokens`` is the shape ``(*batch, n)`` of the block input: the state serves tokens of that shape only.
     """
 
     mode: str
@@ -122,6 +124,7 @@ class EvolvingAttentionState:
     time_query: Tensor
     key_padding_mask: Tensor | None
     allowed: Tensor | None
+    tokens: tuple[int, ...]
     query_padding_mask: Tensor | None = None
     memory: Tensor | None = None
     scores: Tensor | None = None
@@ -191,7 +194,8 @@ class TransEvolveAttention(nn.Module):
     All modes agree with ``"fidelity"`` to float32 rounding in outputs and gradients.
 
     Masks follow :class:`~neuralode_tf.nn.AttentionBranch`: ``key_padding_mask`` is True at
-    padding; padded queries get a zero increment; a query that may see no key attends to all.
+    padding (bool, ``(*batch, n)``); padded keys get zero weight, so real queries never depend on
+    padded tokens; padded queries get a zero increment; a query that may see no key attends to all.
 
     **Cross-attention** (``cross_attention=True``; eqs. 12-13, the code's ``Layer1(x, enc)``): the
     same construction with queries from the decoder block input ``x⁰`` and keys from the encoder
@@ -280,14 +284,18 @@ class TransEvolveAttention(nn.Module):
                 if self.cross_attention
                 else "self-attention takes no memory; build it with cross_attention=True"
             )
+        check_padding_mask(key_padding_mask, "key_padding_mask", block_input.shape[:-1], "block_input")
+        if memory is not None:
+            check_context(memory, "memory", block_input)
+            check_padding_mask(memory_padding_mask, "memory_padding_mask", memory.shape[:-1], "memory")
         source = block_input if memory is None else memory
         n = block_input.shape[-2]
         mode = self.mode
         if mode == "auto":
             limit = AUTO_FACTORED_MAX_TOKENS.get(block_input.device.type, AUTO_FACTORED_MAX_TOKENS["cuda"])
             mode = "factored" if max(n, source.shape[-2]) <= limit else "fused"
-        query_pad = None if key_padding_mask is None else key_padding_mask.bool()
-        pad = query_pad if memory is None else None if memory_padding_mask is None else memory_padding_mask.bool()
+        query_pad = key_padding_mask
+        pad = query_pad if memory is None else memory_padding_mask
         q = block_input @ self.w_q[:, : self.dim].T
         k = source @ self.w_k[:, : self.dim].T
         time_q = self._time_columns(self.w_q)
@@ -301,6 +309,7 @@ class TransEvolveAttention(nn.Module):
             key_padding_mask=pad,
             query_padding_mask=query_pad,
             memory=memory,
+            tokens=tuple(block_input.shape[:-1]),
         )
         if mode == "fidelity":
             time_k = self._time_columns(self.w_k)
@@ -327,15 +336,14 @@ class TransEvolveAttention(nn.Module):
         key_padding_mask: Tensor | None = None,
         memory: Tensor | None = None,
         memory_padding_mask: Tensor | None = None,
-        **_: object,
     ) -> None:
         """Compute and keep the state of the block input ``block_input`` (with its padding mask).
 
         ``forward`` then uses it at every depth until the next call. Without ``block_input`` the
         state is cleared. Cross-attention also uses ``memory`` and ``memory_padding_mask`` (see
-        :meth:`prepare`); self-attention ignores them, as it does any other keyword, so
-        :class:`~neuralode_tf.ContinuousDepth` passes ``forward(x, block_input=x, key_padding_mask=m,
-        memory=..., memory_padding_mask=...)`` keywords straight through to every part of a block.
+        :meth:`prepare`); self-attention ignores them, so :class:`~neuralode_tf.ContinuousDepth`
+        passes ``forward(x, block_input=x, key_padding_mask=m, memory=..., memory_padding_mask=...)``
+        keywords straight through to every part of a block.
         """
         if block_input is None:
             self._state = None
@@ -352,6 +360,7 @@ class TransEvolveAttention(nn.Module):
                 "TransEvolveAttention has no block state: call bind(block_input=x0, key_padding_mask=...) (plus "
                 "memory=... for cross-attention) before solving, or pass block_input=x to ContinuousDepth's forward"
             )
+        check_shape(x.shape[:-1], state.tokens, "x", "block_input", bound=state is self._state)
         layer, signal = self._depth(t)
         source = x if state.memory is None else state.memory
         values = self._split_heads(F.layer_norm(source, (self.dim,), self.norm_weight[layer], self.norm_bias[layer]))
@@ -659,7 +668,10 @@ class TransEvolveField(_TransEvolveBlock):
         y = solve(field, x, [0, 3], method="lie_trotter", steps=3).y1
         # or: ContinuousDepth(field, t1=3, method="lie_trotter")(x, block_input=x, key_padding_mask=pad)
 
-    The code's block-final LayerNorm is not part of the field.
+    The code's block-final LayerNorm is not part of the field. **Padding:** real tokens never depend
+    on padded ones (padded keys get zero attention weight), so on a fixed grid they follow the
+    trajectory of the sequence without its padded positions; padded tokens get a zero attention
+    increment but still move under the feed-forward, which acts on every position.
 
     Args:
         dim, num_heads, depth, causal, mode, time_scale: As in :class:`TransEvolveAttention`.
@@ -706,7 +718,9 @@ class TransEvolveDecoderField(_TransEvolveBlock):
         y = block(y0, block_input=y0, key_padding_mask=tgt_pad, memory=m, memory_padding_mask=src_pad)
 
     Every part is causal in the target positions. The code's block-final LayerNorm is not part of
-    the field.
+    the field. Padding (``key_padding_mask`` of the target, ``memory_padding_mask`` of the source)
+    acts as in :class:`TransEvolveField`: real target tokens never depend on padded target or source
+    tokens, while padded target tokens still move under the feed-forward.
 
     Args:
         dim, num_heads, depth, mode, time_scale: As in :class:`TransEvolveAttention`.

@@ -182,6 +182,11 @@ def _stack_field(sets: Sequence[Sequence[nn.Module]], depth: int, field: str, in
     if field == "composed":
         return ComposedField([sets[i * len(sets) // depth] for i in range(depth)], inner_residuals=inner_residuals)
     if field == "evolving":
+        if not all(any(isinstance(b, EvolvingAttentionBranch) for b in branches) for branches in sets):
+            raise ValueError(
+                "field='evolving' needs an EvolvingAttentionBranch in every block; these blocks have vanilla "
+                "attention (e.g. timm's, or the Set Transformer's ISAB): use 'split', 'parallel', 'composed' or 'node'"
+            )
         return EvolvingAttentionStack([EvolvingAttentionField(*branches) for branches in sets], depth)
     if field not in _SUMS:
         raise ValueError(f"unknown field {field!r}; valid: 'split', 'parallel', 'composed', 'evolving'")

@@ -16,7 +16,7 @@ from ..flops import seq2seq_flops
 from ..nn import AttentionBranch, EvolvingAttentionBranch, MLPBranch
 from ..numerics import CausalityWarning
 from .blocks import _evolving_settings, transformer_field
-from .text import PAD, TokenEmbedding
+from .text import PAD, TokenEmbedding, _padding
 
 __all__ = ["decoder_field", "EncoderDecoder", "Seq2Seq", "evolving_table5_costs"]
 
@@ -116,7 +116,7 @@ class EncoderDecoder(nn.Module):
         memory, src_padding_mask = self.encode(src, src_padding_mask)
         if not causal_prefixes:
             return self.decode(tgt_in, memory, src_padding_mask, tgt_padding_mask)
-        tgt_padding_mask = _padding(tgt_in, tgt_padding_mask)
+        tgt_padding_mask = _padding(tgt_in, tgt_padding_mask, "tgt_in", "tgt_padding_mask")
         with _solved_by_prefix():
             return torch.cat(
                 [
@@ -317,7 +317,7 @@ class Seq2Seq(EncoderDecoder):
 
     def encode(self, src: Tensor, src_padding_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """The memory ``(B, S, dim)`` of ``src`` ``(B, S)`` and its padding mask (default ``src == PAD``)."""
-        src_padding_mask = _padding(src, src_padding_mask)
+        src_padding_mask = _padding(src, src_padding_mask, "src", "src_padding_mask")
         x = self.encoder(self.src_embed(src, src_padding_mask), key_padding_mask=src_padding_mask)
         return self.encoder_norm(x), src_padding_mask
 
@@ -325,7 +325,7 @@ class Seq2Seq(EncoderDecoder):
         self, tgt_in: Tensor, memory: Tensor, src_padding_mask: Tensor, tgt_padding_mask: Tensor | None = None
     ) -> Tensor:
         """Next-token logits ``(B, T, tgt_vocab)`` at every position of ``tgt_in`` ``(B, T)``, given the memory."""
-        tgt_padding_mask = _padding(tgt_in, tgt_padding_mask)
+        tgt_padding_mask = _padding(tgt_in, tgt_padding_mask, "tgt_in", "tgt_padding_mask")
         y = self.decoder(
             self.tgt_embed(tgt_in, tgt_padding_mask),
             key_padding_mask=tgt_padding_mask,
@@ -342,10 +342,6 @@ def _solved_by_prefix() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CausalityWarning)
         yield
-
-
-def _padding(tokens: Tensor, padding_mask: Tensor | None) -> Tensor:
-    return tokens.eq(PAD) if padding_mask is None else padding_mask.bool()
 
 
 def _log_probs(logits: Tensor) -> Tensor:

@@ -41,6 +41,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from .._checks import check_padding_mask
 from ..fields import SplitField, WeightSharedField
 from ..nn import AttentionBranch, MLPBranch
 from .blocks import stack_encoder
@@ -133,11 +134,12 @@ class InducedAttentionBranch(nn.Module):
         self.attend = _CrossAttention(dim, num_heads)
         self._key_padding_mask: Tensor | None = None
 
-    def bind(self, *, key_padding_mask: Tensor | None = None, **_: object) -> None:
+    def bind(self, *, key_padding_mask: Tensor | None = None) -> None:
         """Set the padding mask of the points (True at padding) for the following calls."""
         self._key_padding_mask = key_padding_mask
 
     def forward(self, x: Tensor) -> Tensor:
+        check_padding_mask(self._key_padding_mask, "key_padding_mask", x.shape[:-1], "x", bound=True)
         out = self.attend(x, self.summary(x, self._key_padding_mask))
         if self._key_padding_mask is not None:
             out = out.masked_fill(self._key_padding_mask.unsqueeze(-1), 0.0)
@@ -263,6 +265,11 @@ class SetTransformer(nn.Module):
         default: all real). Every set needs at least one real point.
         """
         points, real = _dense(points, mask)
+        if points.shape[-1] != self.embed.in_features or points.dtype != self.embed.weight.dtype:
+            raise ValueError(
+                f"points must have in_dim={self.embed.in_features} coordinates of the model's dtype "
+                f"{self.embed.weight.dtype}, got {points.shape[-1]} of {points.dtype}"
+            )
         pad = ~real
         x = self.embed(points.masked_fill(pad.unsqueeze(-1), 0.0))
         x = self.encoder(x, key_padding_mask=pad)
@@ -280,10 +287,17 @@ def _dense(points: Any, mask: Tensor | None) -> tuple[Tensor, Tensor]:
     if isinstance(points, Tensor):
         if points.ndim != 3:
             raise ValueError(f"dense points must be (B, N, in_dim), got shape {tuple(points.shape)}")
-        real = torch.ones(points.shape[:2], dtype=torch.bool, device=points.device) if mask is None else mask.bool()
+        if mask is None:
+            return points, torch.ones(points.shape[:2], dtype=torch.bool, device=points.device)
+        real = mask.bool() if isinstance(mask, Tensor) else mask
+        check_padding_mask(real, "mask", points.shape[:-1], "points", marks="real points")
         return points, real
     if mask is not None:
         raise ValueError("mask= goes with dense points; a torch_geometric batch carries its own `batch` vector")
+    if not isinstance(getattr(points, "pos", None), Tensor):
+        raise TypeError(
+            f"points must be a dense tensor or a torch_geometric batch with `pos`, got {type(points).__name__}"
+        )
     try:
         from torch_geometric.utils import to_dense_batch
     except ImportError as err:

@@ -9,6 +9,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
+from .._checks import check_padding_mask
 from .blocks import _evolving_settings, _transformer_sets, stack_encoder
 
 __all__ = ["PAD", "sinusoidal_positions", "TokenEmbedding", "TextClassifier"]
@@ -59,8 +60,10 @@ class TokenEmbedding(nn.Module):
         return self.embedding.weight
 
     def forward(self, tokens: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
-        """Embed ``tokens`` ``(B, L)``; ids at ``key_padding_mask`` (True at padding) are read as ``PAD``,
-        so whatever a padded position holds never reaches the model."""
+        """Embed ``tokens`` ``(B, L)``, integer ids; ids at ``key_padding_mask`` (bool, True at padding) are read
+        as ``PAD``, so whatever a padded position holds never reaches the model."""
+        _check_ids(tokens, "tokens")
+        check_padding_mask(key_padding_mask, "key_padding_mask", tokens.shape, "tokens")
         if key_padding_mask is not None:
             tokens = tokens.masked_fill(key_padding_mask, PAD)
         x = self.embedding(tokens) * math.sqrt(self.dim)
@@ -140,7 +143,7 @@ class TextClassifier(nn.Module):
         ``key_padding_mask`` ``(B, L)`` is True at padding; by default it is ``tokens == PAD``.
         Every sequence needs at least one real token.
         """
-        key_padding_mask = tokens.eq(PAD) if key_padding_mask is None else key_padding_mask.bool()
+        key_padding_mask = _padding(tokens, key_padding_mask, "tokens", "key_padding_mask")
         return self.classify(self.embed(tokens, key_padding_mask), key_padding_mask)
 
     def classify(self, x: Tensor, key_padding_mask: Tensor | None) -> Tensor:
@@ -149,6 +152,31 @@ class TextClassifier(nn.Module):
         ``key_padding_mask`` ``(B, L)`` is True at padding, or ``None`` when nothing is padded."""
         x = self.encoder(x, key_padding_mask=key_padding_mask)
         return self.head(self.dropout(_masked_pool(self.norm(x), key_padding_mask, self.pooling)))
+
+
+def _check_ids(tokens: Tensor, name: str) -> None:
+    if (
+        not isinstance(tokens, Tensor)
+        or tokens.is_floating_point()
+        or tokens.is_complex()
+        or tokens.dtype == torch.bool
+    ):
+        raise TypeError(f"{name} must be a tensor of integer token ids, got {getattr(tokens, 'dtype', type(tokens))}")
+
+
+def _padding(tokens: Tensor, padding_mask: Tensor | None, tokens_name: str, mask_name: str) -> Tensor:
+    """The padding mask of a front-end's ``tokens`` (integer ids, checked): ``padding_mask`` (any 0/1 or bool tensor
+    shaped like ``tokens``) as bool, by default ``tokens == PAD``. The names are the front-end's arguments."""
+    _check_ids(tokens, tokens_name)
+    if padding_mask is None:
+        return tokens.eq(PAD)
+    if not isinstance(padding_mask, Tensor):
+        raise TypeError(
+            f"{mask_name} must be a tensor shaped like {tokens_name} {tuple(tokens.shape)}, True at padding"
+        )
+    padding_mask = padding_mask.bool()
+    check_padding_mask(padding_mask, mask_name, tokens.shape, tokens_name)
+    return padding_mask
 
 
 def _masked_pool(x: Tensor, key_padding_mask: Tensor | None, pooling: str) -> Tensor:

@@ -24,8 +24,8 @@ from torch import Tensor, nn
 
 from ..continuous import ContinuousDepth
 from ..fields import TransEvolveDecoderField, TransEvolveField
-from .seq2seq import EncoderDecoder, Seq2Seq, _padding
-from .text import TokenEmbedding, _masked_pool
+from .seq2seq import EncoderDecoder, Seq2Seq
+from .text import TokenEmbedding, _masked_pool, _padding
 
 __all__ = [
     "TRANSEVOLVE_VARIANTS",
@@ -189,7 +189,7 @@ class TransEvolveClassifier(nn.Module):
 
     def forward(self, tokens: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
         """Logits ``(B, num_classes)`` of ``tokens`` ``(B, L)``; ``key_padding_mask`` defaults to ``tokens == PAD``."""
-        key_padding_mask = _padding(tokens, key_padding_mask)
+        key_padding_mask = _padding(tokens, key_padding_mask, "tokens", "key_padding_mask")
         x = self.encoder(self.embed(tokens, key_padding_mask), key_padding_mask=key_padding_mask)
         pooled = _masked_pool(x, None if self.include_padding_in_pool else key_padding_mask, "mean")
         return self.head(self.norm(pooled))
@@ -248,14 +248,14 @@ class TransEvolveSeq2Seq(EncoderDecoder):
 
     def encode(self, src: Tensor, src_padding_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """The memory ``(B, S, dim)`` of ``src`` ``(B, S)`` and its padding mask (default ``src == PAD``)."""
-        src_padding_mask = _padding(src, src_padding_mask)
+        src_padding_mask = _padding(src, src_padding_mask, "src", "src_padding_mask")
         return self.encoder(self.embed(src, src_padding_mask), src_padding_mask), src_padding_mask
 
     def decode(
         self, tgt_in: Tensor, memory: Tensor, src_padding_mask: Tensor, tgt_padding_mask: Tensor | None = None
     ) -> Tensor:
         """Next-token logits ``(B, T, vocab)`` at every position of ``tgt_in`` ``(B, T)``, given the memory."""
-        tgt_padding_mask = _padding(tgt_in, tgt_padding_mask)
+        tgt_padding_mask = _padding(tgt_in, tgt_padding_mask, "tgt_in", "tgt_padding_mask")
         y = self.decoder(self.embed(tgt_in, tgt_padding_mask), memory, tgt_padding_mask, src_padding_mask)
         return self.output(y)
 

@@ -129,6 +129,8 @@ class ViT(nn.Module):
             raise ValueError(
                 f"expected images of shape (B, {', '.join(map(str, expected))}), got {tuple(images.shape)}"
             )
+        if images.dtype != self.patch_embed.weight.dtype:
+            raise TypeError(f"images must have the model's dtype {self.patch_embed.weight.dtype}, got {images.dtype}")
         x = self.patch_embed(images).flatten(2).transpose(1, 2)
         return torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos_embed
 

@@ -6,7 +6,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .._checks import check_context, check_padding_mask
+
 __all__ = ["AttentionBranch"]
+
+_CROSS_KEYWORDS = {
+    "context": "memory",
+    "key_padding_mask": "memory_padding_mask",
+    "query_padding_mask": "key_padding_mask",
+}
+"""The ``bind`` keyword each value bound to a cross-attention branch comes from (self-attention keeps the names)."""
 
 
 class AttentionBranch(nn.Module):
@@ -37,8 +46,17 @@ class AttentionBranch(nn.Module):
         ``key_padding_mask``: bool ``(*batch, m)``, **True at padding** (the convention of
         :class:`torch.nn.MultiheadAttention`). The output has the shape of ``x``.
 
-    With a self-attention ``key_padding_mask``, padded positions are also queries whose increment
-    is set to zero, so padding tokens stay where they are along depth and never produce NaN.
+    **Padding.** Padded keys get zero attention weight, so the outputs at real positions never depend
+    on the padded tokens (their values may be anything finite), provided each real query may see a
+    key: a query that may see none (for cross-attention, when a whole memory is padding) attends to
+    every key instead of producing NaN. With a self-attention ``key_padding_mask``, padded positions
+    are also queries, whose increment is set to zero (never NaN): this branch alone leaves padded
+    tokens where they are. In a field with other branches they still move along depth, e.g. under an
+    :class:`~neuralode_tf.nn.MLPBranch`, which acts on every position. What holds for a field of
+    masked attention and position-wise branches is that real tokens never see padded ones: on a fixed
+    grid they follow the trajectory of the sequence without its padded positions
+    (``tests/test_nn.py``). Masks are checked at every call: bool, shaped like the tokens (or the
+    context) without their width.
 
     Inside a field the branch is called as ``branch(x)``; per-batch masks and the encoder memory
     reach it through :meth:`bind`, which :class:`~neuralode_tf.ContinuousDepth` calls with the
@@ -68,14 +86,14 @@ class AttentionBranch(nn.Module):
         key_padding_mask: Tensor | None = None,
         memory: Tensor | None = None,
         memory_padding_mask: Tensor | None = None,
-        **_: object,
     ) -> None:
         """Set the per-batch conditioning used when ``forward`` is not given it explicitly.
 
-        Self-attention uses ``key_padding_mask`` (of the tokens themselves); cross-attention uses
-        ``memory`` as its key/value source and ``memory_padding_mask`` on it. Other keywords are
-        ignored, so one call can condition every branch of a field. The values stay bound until
-        the next call (adjoint methods evaluate the field again during backward).
+        Self-attention uses ``key_padding_mask`` (of the tokens themselves) and ignores the other two;
+        cross-attention uses ``memory`` as its key/value source and ``memory_padding_mask`` on it, and
+        ignores ``key_padding_mask``. So one call can condition every branch of a field. The values stay
+        bound until the next call (adjoint methods evaluate the field again during backward); ``forward``
+        checks them against each state it gets.
         """
         if self.is_cross_attention:
             self._bound = {"context": memory, "key_padding_mask": memory_padding_mask}
@@ -87,8 +105,7 @@ class AttentionBranch(nn.Module):
         return not hasattr(self, "qkv")
 
     def forward(self, x: Tensor, context: Tensor | None = None, key_padding_mask: Tensor | None = None) -> Tensor:
-        context = self._bound.get("context") if context is None else context
-        key_padding_mask = self._bound.get("key_padding_mask") if key_padding_mask is None else key_padding_mask
+        context, key_padding_mask = self._conditioned(x, context, key_padding_mask)
         q, k, v = self._project(x, context)
         mask = self._mask(key_padding_mask, q.shape[-2], k.shape[-2], x.device)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=self.causal and mask is None)
@@ -96,6 +113,25 @@ class AttentionBranch(nn.Module):
         if key_padding_mask is not None and not self.is_cross_attention:
             out = out.masked_fill(key_padding_mask.unsqueeze(-1), 0.0)
         return out
+
+    def _conditioned(
+        self, x: Tensor, context: Tensor | None, key_padding_mask: Tensor | None
+    ) -> tuple[Tensor | None, Tensor | None]:
+        """``context`` and ``key_padding_mask`` as given, else as bound, checked against ``x``."""
+        context, context_name, context_bound = self._given_or_bound("context", context)
+        key_padding_mask, mask_name, mask_bound = self._given_or_bound("key_padding_mask", key_padding_mask)
+        if not self.is_cross_attention:
+            check_padding_mask(key_padding_mask, mask_name, x.shape[:-1], "x", bound=mask_bound)
+        elif context is not None:  # (without one, _project says how to pass it)
+            check_context(context, context_name, x, bound=context_bound)
+            check_padding_mask(key_padding_mask, mask_name, context.shape[:-1], context_name, bound=mask_bound)
+        return context, key_padding_mask
+
+    def _given_or_bound(self, key: str, given: Tensor | None) -> tuple[Tensor | None, str, bool]:
+        """The explicit argument ``key``, else the bound value; with the name to report and whether it was bound."""
+        if given is not None:
+            return given, key, False
+        return self._bound.get(key), _CROSS_KEYWORDS[key] if self.is_cross_attention else key, True
 
     def _project(self, x: Tensor, context: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
         """Per-head queries, keys and values of ``LN(x)`` (keys and values from ``context`` for
@@ -124,7 +160,7 @@ class AttentionBranch(nn.Module):
         """Boolean mask, True where attention is allowed, shaped ``(*batch, 1, n_q, n_k)``."""
         if key_padding_mask is None:
             return None
-        allowed = ~key_padding_mask.bool()[..., None, None, :]
+        allowed = ~key_padding_mask[..., None, None, :]
         if self.causal:
             allowed = allowed & torch.ones(n_q, n_k, dtype=torch.bool, device=device).tril()
         # A query that may see no key at all (e.g. a padded query under a causal mask) attends to

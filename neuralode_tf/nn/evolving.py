@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .._checks import check_padding_mask
 from .attention import AttentionBranch
 
 __all__ = ["EvolvingAttentionBranch"]
@@ -43,11 +44,13 @@ class EvolvingAttentionBranch(AttentionBranch):
 
     **Masks.** Padded keys, and with ``causal=True`` keys after the query, are masked; for
     self-attention padded tokens are also queries, whose rows are masked and whose increments are
-    zero. Masked entries never reach the convolution: they are set to 0 before it (the previous
-    logits are read only at unmasked entries, so anything stored at masked ones is ignored) and to
-    ``-inf`` in the softmax after it. The returned ``A^i`` holds 0 at masked entries, so it stays finite
-    when carried as an ODE state. A query that may see no key at all attends to every key instead of
-    producing NaN, as in :class:`~neuralode_tf.nn.AttentionBranch`.
+    zero (other branches of a field, such as an MLP, still move them; real tokens never see them,
+    :class:`~neuralode_tf.fields.EvolvingAttentionField`). Masked entries never reach the
+    convolution: they are set to 0 before it (the previous logits are read only at unmasked entries,
+    so anything stored at masked ones is ignored) and to ``-inf`` in the softmax after it. The
+    returned ``A^i`` holds 0 at masked entries, so it stays finite when carried as an ODE state. A
+    query that may see no key at all attends to every key instead of producing NaN, as in
+    :class:`~neuralode_tf.nn.AttentionBranch`.
 
     **Convolution geometry** (§3.5, Fig. 3). Write ``Z`` for the zeroed input map, zero outside
     ``0..n-1 × 0..m-1``, ``W[a, b]`` (``a, b = 0 .. k-1``) for the kernel and ``r = (k - 1) / 2``. Entry
@@ -137,14 +140,13 @@ class EvolvingAttentionBranch(AttentionBranch):
         key_padding_mask: Tensor | None = None,
         memory: Tensor | None = None,
         memory_padding_mask: Tensor | None = None,
-        **_: object,
     ) -> None:
         """Set the per-batch conditioning used when ``forward`` is not given it explicitly.
 
-        Self-attention masks ``key_padding_mask`` (the tokens' own padding) as keys and queries.
-        Cross-attention attends to ``memory`` with ``memory_padding_mask`` on its keys and takes
-        ``key_padding_mask`` as the padding of its queries (their rows are then left out of the
-        convolution and their increments are zero). Other keywords are ignored.
+        Self-attention masks ``key_padding_mask`` (the tokens' own padding) as keys and queries and
+        ignores the other two. Cross-attention attends to ``memory`` with ``memory_padding_mask`` on its
+        keys and takes ``key_padding_mask`` as the padding of its queries (their rows are then left out
+        of the convolution and their increments are zero).
         """
         if self.is_cross_attention:
             self._bound = {
@@ -168,7 +170,7 @@ class EvolvingAttentionBranch(AttentionBranch):
         ``prev_logits`` is ``A^{i-1}``; only its unmasked entries are read.
         """
         context, key_padding_mask, query_padding_mask = self._conditioning(
-            context, key_padding_mask, query_padding_mask
+            x, context, key_padding_mask, query_padding_mask
         )
         q, k, v = self._project(x, context)
         blocked, dead = self._masks(key_padding_mask, query_padding_mask, q.shape[-2], k.shape[-2], x.device)
@@ -179,7 +181,7 @@ class EvolvingAttentionBranch(AttentionBranch):
         scores = logits if blocked is None else logits.masked_fill(blocked & ~blocked.all(-1, keepdim=True), -torch.inf)
         out = self.proj((scores.softmax(-1) @ v).transpose(-3, -2).flatten(-2))
         if query_padding_mask is not None:
-            out = out.masked_fill(query_padding_mask.bool().unsqueeze(-1), 0.0)
+            out = out.masked_fill(query_padding_mask.unsqueeze(-1), 0.0)
         return out, logits if dead is None else logits.masked_fill(dead, 0.0)
 
     def initial_logits(
@@ -195,7 +197,7 @@ class EvolvingAttentionBranch(AttentionBranch):
         the first block has no previous map to mix in.
         """
         context, key_padding_mask, query_padding_mask = self._conditioning(
-            context, key_padding_mask, query_padding_mask
+            x, context, key_padding_mask, query_padding_mask
         )
         q, k, _ = self._project(x, context)
         scores = self._scores(q, k)
@@ -203,18 +205,19 @@ class EvolvingAttentionBranch(AttentionBranch):
         return scores if dead is None else scores.masked_fill(dead, 0.0)
 
     def _conditioning(
-        self, context: Tensor | None, key_padding_mask: Tensor | None, query_padding_mask: Tensor | None
+        self, x: Tensor, context: Tensor | None, key_padding_mask: Tensor | None, query_padding_mask: Tensor | None
     ) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
-        """Explicit arguments, else the bound ones; self-attention's queries share the keys' padding."""
-        context = self._bound.get("context") if context is None else context
-        key_padding_mask = self._bound.get("key_padding_mask") if key_padding_mask is None else key_padding_mask
+        """Explicit arguments, else the bound ones, checked against ``x``; self-attention's queries share the
+        keys' padding."""
+        context, key_padding_mask = self._conditioned(x, context, key_padding_mask)
         if not self.is_cross_attention:
             if query_padding_mask is not None:
                 raise ValueError(
                     "self-attention takes its query padding from key_padding_mask; omit query_padding_mask"
                 )
             return context, key_padding_mask, key_padding_mask
-        query_padding_mask = self._bound.get("query_padding_mask") if query_padding_mask is None else query_padding_mask
+        query_padding_mask, name, bound = self._given_or_bound("query_padding_mask", query_padding_mask)
+        check_padding_mask(query_padding_mask, name, x.shape[:-1], "x", bound=bound)
         return context, key_padding_mask, query_padding_mask
 
     @staticmethod
@@ -230,13 +233,13 @@ class EvolvingAttentionBranch(AttentionBranch):
         self-attention). ``dead``: ``blocked`` and the rows of padded queries, entries that are
         zeroed before the convolution and in the carried logits.
         """
-        blocked = None if key_padding_mask is None else key_padding_mask.bool()[..., None, None, :]
+        blocked = None if key_padding_mask is None else key_padding_mask[..., None, None, :]
         if self.causal and not self.is_cross_attention:
             future = torch.ones(n, m, dtype=torch.bool, device=device).triu(1)
             blocked = future if blocked is None else blocked | future
         if query_padding_mask is None:
             return blocked, blocked
-        rows = query_padding_mask.bool()[..., None, :, None]
+        rows = query_padding_mask[..., None, :, None]
         return blocked, rows if blocked is None else blocked | rows
 
     def _convolve(self, z: Tensor) -> Tensor:
