@@ -3,9 +3,11 @@
 import pytest
 import torch
 
-from neuralode_tf.models import TextClassifier, ViT, transformer_field
+from neuralode_tf import solve
+from neuralode_tf.models import TextClassifier, ViT, evolving_table5_models, transformer_field
 from neuralode_tf.models.seq2seq import Seq2Seq
 from neuralode_tf.models.text import PAD
+from neuralode_tf.nn import EvolvingAttentionBranch
 
 torch.manual_seed(0)
 
@@ -98,6 +100,53 @@ def test_seq2seq_evolving_decoder_is_causal(device):
     tokens = model.greedy_decode(src, bos=1, eos=30, max_len=5)  # eos outside the vocabulary: 5 tokens
     teacher = model.decode(torch.cat([torch.ones_like(tokens[:, :1]), tokens[:, :-1]], 1), memory, src_pad)
     assert torch.equal(teacher[..., 1:].argmax(-1) + 1, tokens)
+
+
+def _settings(module: torch.nn.Module) -> list[tuple[float, float, int, bool, bool]]:
+    """``(α, β, kernel size, causal, cross-attention)`` of every evolving branch of ``module``, in order."""
+    return [
+        (m.alpha, m.beta, m.kernel_size, m.causal, m.is_cross_attention)
+        for m in module.modules()
+        if isinstance(m, EvolvingAttentionBranch)
+    ]
+
+
+def _ends_with_other_maps(stack: torch.nn.Module, x: torch.Tensor, depth: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The tokens after ``depth`` blocks (bound stack), from the initial maps and from random ones."""
+    start = stack.initial_state(x)
+    other = (x, *(torch.randn(a.shape).to(a.device) for a in start[1:]))
+    return tuple(
+        solve(stack, y0, [0.0, float(depth)], method="lie_trotter", steps=depth).y1[0] for y0 in (start, other)
+    )
+
+
+def test_seq2seq_evolving_skips_are_in_the_encoder_only(device):
+    # Wang et al. (2021, §4.3): convolutions in all three attentions, skip connections (α) in the encoder only.
+    settings = {"alpha": 0.5, "beta": 0.1, "kernel_size": 3}
+    model = Seq2Seq(30, dim=16, num_heads=2, encoder_depth=2, decoder_depth=2, field="evolving", evolving=settings)
+    model = model.to(device)
+    assert _settings(model.encoder) == [(0.5, 0.1, 3, False, False)] * 2
+    assert _settings(model.decoder) == [(0.0, 0.1, 3, True, False), (0.0, 0.1, 3, True, True)] * 2
+    src, tgt = randint(3, 30, (2, 6), device), randint(3, 30, (2, 8), device)
+    memory, src_pad = model.encode(src)  # binds the source padding to the encoder
+    model.decode(tgt, memory, src_pad)  # binds the memory to the decoder
+    # α = 0: the decoder never reads the previous block's logits, so its carried maps change nothing ...
+    decoder_ends = _ends_with_other_maps(model.decoder.field, torch.randn(2, 8, 16).to(device), 2)
+    assert max_abs(*decoder_ends) == 0.0
+    # ... while the encoder's α = 0.5 skip does read them.
+    assert max_abs(*_ends_with_other_maps(model.encoder.field, torch.randn(2, 6, 16).to(device), 2)) > 1e-3
+
+
+@pytest.mark.cpu_only("builds the paper-size Transformer-Lite and -Base (50M parameters each pair) on the CPU")
+def test_table5_models_are_the_papers():
+    # §4.3: 3x3 convolutions in encoder self-, decoder self- and encoder-decoder attention, β = 0.1;
+    # α = 0.1 (Lite) or 0.5 (Base) in the encoder, none in the decoder; 6 + 6 layers, 8 heads.
+    for name, (vanilla, evolving) in evolving_table5_models().items():
+        alpha = {"Lite": 0.1, "Base": 0.5}[name]
+        assert _settings(vanilla) == []
+        assert _settings(evolving.encoder) == [(alpha, 0.1, 3, False, False)] * 6
+        assert _settings(evolving.decoder) == [(0.0, 0.1, 3, True, False), (0.0, 0.1, 3, True, True)] * 6
+        assert {m.num_heads for m in evolving.modules() if isinstance(m, EvolvingAttentionBranch)} == {8}
 
 
 def test_transformer_field_evolving_and_bad_settings(device):

@@ -131,7 +131,17 @@ def test_a_tampered_checkpoint_is_refused_and_its_code_not_run(tmp_path, capsys)
         load_checkpoint(checkpoint)
 
 
+@pytest.fixture
+def python_ctrl_c():
+    """Python's own Ctrl-C handler during the test, whatever this process inherited (a shell runs a
+    background job with SIGINT ignored)."""
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, inherited)
+
+
 @pytest.mark.cpu_only("signals to this process")
+@pytest.mark.usefixtures("python_ctrl_c")
 def test_stop_requests_records_the_first_signal_and_lets_a_second_ctrl_c_through():
     before = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
     with stop_requests() as request:
@@ -145,6 +155,16 @@ def test_stop_requests_records_the_first_signal_and_lets_a_second_ctrl_c_through
         assert request.signal == signal.SIGTERM
         assert signal.getsignal(signal.SIGTERM) is before[signal.SIGTERM]  # a second one would terminate
     assert {number: signal.getsignal(number) for number in before} == before
+
+
+@pytest.mark.cpu_only("signals to this process")
+@pytest.mark.usefixtures("python_ctrl_c")
+def test_an_ignored_signal_stays_ignored():
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with stop_requests() as request:
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        signal.raise_signal(signal.SIGINT)
+        assert request.signal is None
 
 
 @pytest.mark.cpu_only("file permissions of a run folder")

@@ -9,8 +9,9 @@ count is ``sum(p.numel() for p in model.parameters())``.
 """
 
 from .blocks import FIELDS, stack_encoder, transformer_field
+from .evolving_costs import evolving_table5_costs, evolving_table5_models
 from .node import NODETransformer
-from .seq2seq import EncoderDecoder, Seq2Seq, decoder_field, evolving_table5_costs
+from .seq2seq import EncoderDecoder, Seq2Seq, decoder_field
 from .set_transformer import MAB, PMA, InducedAttentionBranch, SetTransformer, isab_field
 from .signal import SignalClassifier
 from .text import PAD, TextClassifier, TokenEmbedding, sinusoidal_positions
@@ -21,8 +22,8 @@ from .transevolve import (
     TransEvolveDecoder,
     TransEvolveEncoder,
     TransEvolveSeq2Seq,
-    table2_parameter_counts,
 )
+from .transevolve_counts import table2_parameter_counts
 from .vit import VIT_PRESETS, ViT, vit_preset
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "decoder_field",
     "EncoderDecoder",
     "Seq2Seq",
+    "evolving_table5_models",
     "evolving_table5_costs",
     "MAB",
     "PMA",

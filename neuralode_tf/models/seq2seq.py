@@ -12,13 +12,12 @@ from torch import Tensor, nn
 
 from ..continuous import ContinuousDepth
 from ..fields import EvolvingAttentionField, EvolvingAttentionStack, SplitField, WeightSharedField
-from ..flops import seq2seq_flops
 from ..nn import AttentionBranch, EvolvingAttentionBranch, MLPBranch
 from ..numerics import CausalityWarning
 from .blocks import _evolving_settings, transformer_field
 from .text import PAD, TokenEmbedding, _padding
 
-__all__ = ["decoder_field", "EncoderDecoder", "Seq2Seq", "evolving_table5_costs"]
+__all__ = ["decoder_field", "EncoderDecoder", "Seq2Seq"]
 
 
 def decoder_field(
@@ -48,7 +47,9 @@ def decoder_field(
     :class:`~neuralode_tf.nn.EvolvingAttentionBranch` es with those settings and ``causal=True``: the
     decoder convolutions of Wang et al. (2021, §3.5, Fig. 3(b) and 3(c)), which read no later target
     position, so the field stays causal (with the same proviso on adaptive solves); and the
-    field an :class:`~neuralode_tf.fields.EvolvingAttentionStack` carrying both logit maps.
+    field an :class:`~neuralode_tf.fields.EvolvingAttentionStack` carrying both logit maps. The settings
+    are used as given; the paper's decoder has no skip connection, ``alpha=0`` (§4.3), which
+    :class:`Seq2Seq` ``(field="evolving")`` passes.
     """
     if evolving is None:
         blocks = [
@@ -243,11 +244,17 @@ class Seq2Seq(EncoderDecoder):
             :func:`decoder_field`.
         num_sets: Independent parameter sets of each default field (weight sharing across depth).
         mlp_hidden: Hidden width of the default fields' MLPs (default ``4 * dim``).
-        field: The default fields' attention: ``"split"`` (vanilla) or ``"evolving"`` (EA-Transformer,
-            Wang et al. 2021: :func:`~neuralode_tf.models.transformer_field` and :func:`decoder_field`
-            with ``evolving`` settings).
+        field: The default fields' attention: ``"split"`` (vanilla) or ``"evolving"``, the EA-Transformer
+            of Wang et al. (2021, §4.3): evolving attention in the encoder self-attention, the decoder
+            self-attention and the encoder-decoder attention, each with its own convolution
+            (:func:`~neuralode_tf.models.transformer_field` and :func:`decoder_field` with ``evolving``
+            settings), and skip connections in the encoder only.
         evolving: For ``field="evolving"``: settings of the
             :class:`~neuralode_tf.nn.EvolvingAttentionBranch` es (``alpha``, ``beta``, ``kernel_size``).
+            The encoder's take them as given; the decoder's take ``α = 0``, no skip connection (eq. 4:
+            ``A^i_input`` is the block's own logits; §4.1 defines "w/o skip" as ``α = 0``, and §4.3 uses
+            skips "only in the encoder network as we find they harm the performance of a decoder"), and
+            the rest as given, so their convolutions (``β``, ``kernel_size``) stay.
         tie_output: Share the output projection with the target embedding.
         share_embeddings: One embedding table for source and target (needs equal vocabulary sizes).
         method, steps, step_size, **solve_kwargs: Solve settings of both
@@ -291,10 +298,12 @@ class Seq2Seq(EncoderDecoder):
                 f"Seq2Seq builds field='split' or 'evolving', got {field!r}; pass encoder=/decoder= fields"
             )
         evolving = _evolving_settings(field, evolving)
-        sizes = dict(num_sets=num_sets, mlp_hidden=mlp_hidden, evolving=evolving)
+        sizes = dict(num_sets=num_sets, mlp_hidden=mlp_hidden)
         if encoder is None:
-            encoder = transformer_field(dim, encoder_depth, num_heads, field=field, **sizes)
-        decoder = decoder_field(dim, num_heads, decoder_depth, **sizes) if decoder is None else decoder
+            encoder = transformer_field(dim, encoder_depth, num_heads, field=field, evolving=evolving, **sizes)
+        if decoder is None:  # skip connections in the encoder only (Wang et al. 2021, §4.3): α = 0 in the decoder
+            decoder_evolving = None if evolving is None else {**evolving, "alpha": 0.0}
+            decoder = decoder_field(dim, num_heads, decoder_depth, evolving=decoder_evolving, **sizes)
         solve_kwargs.update(method=method, steps=steps, step_size=step_size)
         self.src_embed = TokenEmbedding(src_vocab_size, dim)
         self.tgt_embed = self.src_embed if share_embeddings else TokenEmbedding(tgt_vocab_size, dim)
@@ -351,33 +360,3 @@ def _log_probs(logits: Tensor) -> Tensor:
 
 def _length_penalty(lengths: Tensor, alpha: float) -> Tensor:
     return ((5.0 + lengths) / 6.0) ** alpha
-
-
-def evolving_table5_costs(length: int = 30, vocab_size: int = 100) -> dict[str, tuple[int, int, int, int]]:
-    """Wang et al. (2021), Table 5: ``(parameters, EA parameters, FLOPs, EA FLOPs)`` of Transformer-Lite
-    (``d = 160``, FFN 160) and Transformer-Base (``d = 512``, FFN 2048), 6 + 6 layers, 8 heads.
-
-    As the paper counts them: parameters without the embeddings and the output projection; FLOPs of
-    one ``length``-token source and target pair by :func:`~neuralode_tf.flops.seq2seq_flops` (matrix
-    products, attention scores and their application, convolutions, 2 per multiply-add, from explicit
-    formulas), the output projection left out: the same counts on every torch build. The EA models have
-    evolving attention (3x3, ``α = β = 0.1``) in the encoder only (§4.3).
-    """
-    costs = {}
-    for name, (dim, hidden) in {"Lite": (160, 160), "Base": (512, 2048)}.items():
-        sizes = dict(dim=dim, num_heads=8, encoder_depth=6, decoder_depth=6, mlp_hidden=hidden)
-        evolving_settings = {"alpha": 0.1, "beta": 0.1}
-        encoder = transformer_field(dim, 6, 8, mlp_hidden=hidden, field="evolving", evolving=evolving_settings)
-        vanilla, evolving = Seq2Seq(vocab_size, **sizes), Seq2Seq(vocab_size, **sizes, encoder=encoder)
-        costs[name] = (
-            _non_embedding_parameters(vanilla),
-            _non_embedding_parameters(evolving),
-            seq2seq_flops(vanilla, length, length),
-            seq2seq_flops(evolving, length, length),
-        )
-    return costs
-
-
-def _non_embedding_parameters(model: Seq2Seq) -> int:
-    embeddings = {id(p) for module in (model.src_embed, model.tgt_embed, model.output) for p in module.parameters()}
-    return sum(p.numel() for p in model.parameters() if id(p) not in embeddings)

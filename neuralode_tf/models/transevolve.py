@@ -19,12 +19,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 
 from ..continuous import ContinuousDepth
 from ..fields import TransEvolveDecoderField, TransEvolveField
-from .seq2seq import EncoderDecoder, Seq2Seq
+from .seq2seq import EncoderDecoder
 from .text import TokenEmbedding, _masked_pool, _padding
 
 __all__ = [
@@ -33,7 +32,6 @@ __all__ = [
     "TransEvolveDecoder",
     "TransEvolveClassifier",
     "TransEvolveSeq2Seq",
-    "table2_parameter_counts",
 ]
 
 TRANSEVOLVE_VARIANTS: dict[str, dict[str, Any]] = {
@@ -258,42 +256,3 @@ class TransEvolveSeq2Seq(EncoderDecoder):
         tgt_padding_mask = _padding(tgt_in, tgt_padding_mask, "tgt_in", "tgt_padding_mask")
         y = self.decoder(self.embed(tgt_in, tgt_padding_mask), memory, tgt_padding_mask, src_padding_mask)
         return self.output(y)
-
-
-def table2_parameter_counts(vocab_size: int = 32000) -> dict[str, int]:
-    """Parameter counts of the Table 2 models as built here: ``d = 512``, 8 heads, 6 + 6 layers, one shared
-    vocabulary of ``vocab_size`` tied three ways (source, target, output).
-
-    Keys: the four :data:`TRANSEVOLVE_VARIANTS` and ``"Transformer-base"``, a
-    :class:`~neuralode_tf.models.Seq2Seq` with 6 encoder and 6 decoder layers, MLP width 2048 and
-    ``share_embeddings=True``. The models are built on the ``meta`` device, so nothing is allocated.
-
-    With ``D = 2d`` and ``L`` layers per block, a TransEvolve encoder block has
-    ``2D² + 2d + L (d + d² + 2d + FF)`` parameters (``w_q``, ``w_k``; block LayerNorm; per layer
-    ``coeffs``, ``w_o``, the values' LayerNorm and the feed-forward) and a decoder block
-    ``4D² + 2d + L (2 (d + d² + 2d) + FF)``, with ``FF = 2d + 8d² + 5d`` (full) or ``2d + 5d + 2d``
-    (random: LayerNorm, ``d`` singular values and ``4d`` biases, then ``d`` and ``d``; the code keeps
-    ``3d`` more singular values per layer that it never uses). The embedding adds ``V d``. At
-    ``V = 32000`` this gives about 27.5M, 33.8M, 52.6M and 58.9M against the paper's 27M, 33M, 53M
-    and 59M (notes §1.7: no single ``V`` matches all four; they are approximate).
-
-    The Transformer-base count, 60.5M at ``V = 32000``, differs from Table 2's 65M because the paper
-    quotes that figure from Vaswani et al. (2017, Table 3), whose WMT En-De model has a shared
-    vocabulary of about 37000 BPE tokens: ``5000 × 512 ≈ 2.6M`` more embedding parameters, 63.1M in
-    all (``table2_parameter_counts(37000)``). Vaswani et al. do not say how they counted; the last
-    ~2M are not explained by the architecture (pre-norm here adds only two final LayerNorms).
-    """
-    dim, heads, layers = 512, 8, 6
-    counts = {}
-    with torch.device("meta"):
-        base = Seq2Seq(
-            vocab_size, dim=dim, num_heads=heads, encoder_depth=layers, decoder_depth=layers, share_embeddings=True
-        )
-        counts["Transformer-base"] = _count(base)
-        for name, variant in TRANSEVOLVE_VARIANTS.items():
-            counts[name] = _count(TransEvolveSeq2Seq(vocab_size, dim, heads, **variant))
-    return counts
-
-
-def _count(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())

@@ -153,6 +153,7 @@ def solve(
     """
     _validate.check_field(field)
     _validate.check_state(y0)
+    _validate.check_field_matches_state(field, y0)
     times = _validate.check_times(t, y0)
     _validate.check_flags(seminorm, per_sample, max_steps)
     backend = resolve_backend(
@@ -189,9 +190,6 @@ def solve(
         if isinstance(err, ValueError):
             raise
         _raise_if_nonfinite(run, field, y0, times, _evals_per_step(stats), err)
-        raise
-    except RuntimeError as err:
-        _validate.explain_failure(field, y0, err)
         raise
     if not surely_finite(ys if isinstance(ys, list) else [ys]):
         _raise_if_nonfinite(run, field, y0, times, _evals_per_step(stats), None)

@@ -223,22 +223,28 @@ def check_gradients(method: str, backend: str, adjoint: str, field: object, y0: 
         )
 
 
-def explain_failure(field: object, y0: State, err: RuntimeError) -> None:
-    """Raise :class:`InvalidStateError` from ``err`` if the field's floating parameters and buffers have no
-    dtype, or no device, in common with ``y0``: the likely reason the field failed."""
+def check_field_matches_state(field: object, y0: State) -> None:
+    """Refuse a state whose dtype, or device, the field's floating parameters and buffers do not share.
+
+    Checked before solving, so that every device refuses the same inputs: a float32 layer fails on a
+    float64 state on the CPU, but XLA promotes silently. Skipped under :func:`torch.autocast`, which runs
+    float32 layers on lower-precision states by design.
+    """
     if not isinstance(field, nn.Module):
         return
-    tensors = [x for x in itertools.chain(field.parameters(), field.buffers()) if x.is_floating_point()]
     state = leaves(y0)
+    if torch.is_autocast_enabled(state[0].device.type):
+        return
+    tensors = [x for x in itertools.chain(field.parameters(), field.buffers()) if x.is_floating_point()]
     for what in ("dtype", "device"):
         own = {getattr(x, what) for x in tensors}
         if own and own.isdisjoint(getattr(x, what) for x in state):
             theirs = sorted({str(getattr(x, what)) for x in state})
             raise InvalidStateError(
                 f"y0 has {what} {', '.join(theirs)} but the field's parameters have {what} "
-                f"{', '.join(sorted(map(str, own)))}, and the field failed ({err}). Convert one to the other, "
+                f"{', '.join(sorted(map(str, own)))}. Convert one to the other, "
                 f"e.g. field.to(y0.{what}) or y0.to(<the field's {what}>)"
-            ) from err
+            )
 
 
 def _dtypes(y0: State) -> str:
