@@ -76,8 +76,9 @@ class EvolvingAttentionField(SplitField):
     A decoder block is ``EvolvingAttentionField(self_attention, cross_attention, mlp)`` with
     ``causal=True`` branches: its state carries one map per evolving branch (``(B, H, n, n)`` and
     ``(B, H, n, m)``), each evolving separately (§4.3 applies the convolutions to the three kinds of
-    attention separately). For ``D`` blocks with their own parameters use
-    :class:`EvolvingAttentionStack`.
+    attention separately, and the skips only in the encoder: :class:`~neuralode_tf.models.Seq2Seq`'s
+    decoder branches have ``α = 0``, so its maps are carried but never read). For ``D`` blocks with their
+    own parameters use :class:`EvolvingAttentionStack`.
 
     Args:
         *branches: In stepping order: :class:`~neuralode_tf.nn.EvolvingAttentionBranch` es (each
