@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .numerics import InvalidFieldError, InvalidTimesError, resolve_backend, solve
+from .numerics import InvalidFieldError, InvalidTimesError, _validate, resolve_backend, solve
 
 __all__ = [
     "required_positionals",
@@ -97,8 +97,8 @@ def check_solve_settings(field: nn.Module, settings: Mapping[str, Any]) -> None:
 
     Keywords that are not parameters of ``solve`` raise ``TypeError``; an unknown method, backend or gradient
     method, or a combination no backend supports, raises :class:`~neuralode_tf.numerics.SolverConfigError`
-    (:func:`~neuralode_tf.numerics.resolve_backend`). Values that need the state or the grid (``steps``,
-    ``step_size``, tolerances) are checked by ``solve`` itself.
+    (:func:`~neuralode_tf.numerics.resolve_backend`), as does a bad ``checkpoints``. Values that need the state or
+    the grid (``steps``, ``step_size``, tolerances) are checked by ``solve`` itself.
     """
     valid = [name for name in inspect.signature(solve).parameters if name not in _SET_BY_CONTINUOUS_DEPTH]
     for name in settings:
@@ -108,6 +108,7 @@ def check_solve_settings(field: nn.Module, settings: Mapping[str, Any]) -> None:
             raise TypeError(f"unknown solve setting {name!r}{_did_you_mean(name, valid)}; valid: {', '.join(valid)}")
     options = {k: settings[k] for k in ("adjoint", "substep", "seminorm", "per_sample") if k in settings}
     resolve_backend(field, settings["method"], settings.get("backend", "auto"), **options)
+    _validate.checkpoints(settings.get("checkpoints"), settings.get("adjoint", "backprop"))
 
 
 def bind_calls(field: nn.Module, conditioning: Mapping[str, Any]) -> list[tuple[Callable[..., Any], dict[str, Any]]]:

@@ -42,9 +42,11 @@ def skip_torchode_backprop_on_xla(device: torch.device, settings: dict) -> None:
     torch_xla's einsum saves the slice ``k[:i]`` for backward, so the next write fails autograd's version
     check (on the CPU and CUDA einsum saves a reshaped copy).
     """
-    from neuralode_tf.numerics import resolve_backend
+    from neuralode_tf.numerics import methods, resolve_backend
 
     if device.type != "xla" or settings.get("adjoint", "backprop") != "backprop":
+        return
+    if settings["method"] not in methods("torchode"):
         return
     options = {k: settings[k] for k in ("substep", "per_sample") if k in settings}
     if resolve_backend(None, settings["method"], settings.get("backend", "auto"), **options) == "torchode":

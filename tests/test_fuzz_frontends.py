@@ -175,7 +175,11 @@ def test_continuous_depth_runs_or_names_the_bad_argument(kind, spoil, pattern, m
     assert out.shape == x.shape and torch.isfinite(out).all()
     if not fixed or mask == "none":
         return  # an adaptive method steps on the whole padded state
-    garbage, garbage_memory = x.masked_fill(pad[..., None], 1e3), memory.masked_fill(memory_pad[..., None], -1e3)
+    # Large random values at padding. (Constant 1e3 tokens, all of them padding, made the evolving field's second
+    # evaluation NaN on XLA:CPU but not on the CPU; not explained yet. NaN anywhere in the state stops the solve.)
+    noise = 1e3 * torch.randn(x.shape).to(device)
+    garbage = torch.where(pad[..., None], noise, x)
+    garbage_memory = torch.where(memory_pad[..., None], -noise[:, :1].expand(-1, m, -1), memory)
     assert max_abs(run(garbage, garbage_memory, pad, memory_pad)[~pad], out[~pad]) == 0.0
     # The real tokens of the row with the most padding follow those of the sequence without its padding, unless
     # padding between real tokens changes the neighbourhoods an evolving-attention convolution reads.
@@ -192,8 +196,11 @@ def test_continuous_depth_runs_or_names_the_bad_argument(kind, spoil, pattern, m
 # --------------------------------------------------------------------------------------------
 
 
-def methods(draw, splits: bool, default: object = None) -> object:
-    """A method for a field that has parts (``splits``) or not; bad: unknown, or a splitting method without parts."""
+def methods(draw, splits: bool, default: object = None, *, ode: bool = True) -> object:
+    """A method for a field that has parts (``splits``) or not; bad: unknown, or a splitting method without parts.
+    Without an ``ode`` (the ``"discrete"`` stack) every method is bad."""
+    if not ode:
+        return draw("method", [default], ["euler"])
     return draw("method", [default, "euler", "rk4", *SPLITTING[: 2 * splits]], ["rk5", *SPLITTING[: 2 * (not splits)]])
 
 
@@ -204,10 +211,9 @@ def test_vit_runs_or_names_the_bad_argument(spoil, batch, depth, data, device):
     draw = drawer(data, spoil)
     field = draw("field", list(FIELDS), ["serial"])
     num_sets = draw("num_sets", [None, 1, depth], [0, 3, 1.5])
-    method = methods(draw, field in ("split", "evolving", "serial"))
-    cost = draw(
-        "transport_cost", [None] if field == "evolving" else [None, 0.01], [-1.0] + [0.01] * (field == "evolving")
-    )
+    method = methods(draw, field in ("split", "evolving", "serial"), ode=field != "discrete")
+    no_cost = field in ("evolving", "discrete")
+    cost = draw("transport_cost", [None] if no_cost else [None, 0.01], [-1.0] + [0.01] * no_cost)
     images = draw("images", [(1, 4, 4)], [(3, 4, 4), (1, 4, 6), "unbatched", "uint8"])
     pixels = {"unbatched": torch.randn(1, 4, 4), "uint8": torch.zeros(batch, 1, 4, 4, dtype=torch.uint8)}
     x = pixels[images] if images in pixels else torch.randn(batch, *images)
@@ -305,7 +311,10 @@ def test_text_classifiers_run_or_name_the_bad_argument(spoil, padded, data, devi
     field = draw("field", list(FIELDS), ["serial"])
     pooling = draw("pooling", ["mean", "max"], ["sum"])
     method = methods(
-        draw, transevolve or field in ("split", "evolving", "serial"), "lie_trotter" if transevolve else None
+        draw,
+        transevolve or field in ("split", "evolving", "serial"),
+        "lie_trotter" if transevolve else None,
+        ode=transevolve or field != "discrete",
     )
     tokens = torch.randint(1, VOCAB, (len(lengths), n)).masked_fill(right_padding(lengths, n, "cpu"), PAD).to(device)
     tokens = draw("tokens", [tokens], [tokens.float(), tokens.bool()])

@@ -1,7 +1,7 @@
 """Vector fields: modules with ``forward(t, y) -> dy/dt``."""
 
 from ._parts import Autonomous, as_field
-from .composed import BlockIncrementField, ComposedField
+from .composed import BlockIncrementField, ComposedField, Sublayer
 from .evolving import EvolvingAttentionField, EvolvingAttentionStack
 from .kinetic import TRANSPORT_CONVENTIONS, KineticEnergy
 from .parallel import ParallelField
@@ -15,6 +15,7 @@ __all__ = [
     "WeightSharedField",
     "ComposedField",
     "BlockIncrementField",
+    "Sublayer",
     "EvolvingAttentionField",
     "EvolvingAttentionStack",
     "KineticEnergy",

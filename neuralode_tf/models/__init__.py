@@ -9,9 +9,11 @@ count is ``sum(p.numel() for p in model.parameters())``.
 """
 
 from .blocks import FIELDS, stack_encoder, transformer_field
+from .discrete import DiscreteStack
 from .evolving_costs import evolving_table5_costs, evolving_table5_models
 from .node import NODETransformer
 from .seq2seq import EncoderDecoder, Seq2Seq, decoder_field
+from .set_reference import ReferenceMAB, ReferenceSetTransformer, reference_isab
 from .set_transformer import MAB, PMA, InducedAttentionBranch, SetTransformer, isab_field
 from .signal import SignalClassifier
 from .text import PAD, TextClassifier, TokenEmbedding, sinusoidal_positions
@@ -34,6 +36,7 @@ __all__ = [
     "transformer_field",
     "stack_encoder",
     "NODETransformer",
+    "DiscreteStack",
     "TextClassifier",
     "decoder_field",
     "EncoderDecoder",
@@ -45,6 +48,9 @@ __all__ = [
     "InducedAttentionBranch",
     "isab_field",
     "SetTransformer",
+    "ReferenceMAB",
+    "reference_isab",
+    "ReferenceSetTransformer",
     "SignalClassifier",
     "ViT",
     "VIT_PRESETS",

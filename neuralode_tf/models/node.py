@@ -22,11 +22,12 @@ class NODETransformer(nn.Module):
         X_0(0) = X_0, \\quad X_i(0) = X_{i-1}(T), \\quad
         \\frac{dX_i}{dt} = \\hat f_i(X_i) \\text{ on } [0, T]
 
-    where ``f̂_i`` is block ``i`` without its outer skip
-    (:class:`~neuralode_tf.fields.BlockIncrementField`). With ``T = 1`` and one Euler step per ODE
-    each ODE is ``x + f̂_i(x)``: for attention-only blocks ``x + G_i(x)``, the discrete stack; for
-    pre-norm blocks ``(G, F)`` it is ``x + F_i(x + G_i(x))``, which lacks the discrete block's
-    ``G_i(x)`` term. Compare :class:`~neuralode_tf.fields.ComposedField`, one ODE for the whole stack.
+    where ``f̂_i`` is block ``i`` whose fully-connected layer has no skip
+    (:class:`~neuralode_tf.fields.BlockIncrementField`, eq. 12). For pre-norm blocks ``(G, F)`` one Euler
+    step of size ``T = 1`` is ``x + F_i(x + G_i(x))``, which lacks the discrete block's ``G_i(x)`` term.
+    An attention-only block has no fully-connected layer and keeps its skip, ``f̂_i = B_i``, so a
+    one-block attention-only stack is the OT-Transformer (:class:`~neuralode_tf.fields.ComposedField`,
+    one ODE for the whole stack) of the same block, as Kan et al. say of their MNIST ViT.
 
     With ``transport_cost=λ`` each ODE's field is wrapped in
     :class:`~neuralode_tf.fields.KineticEnergy` and the loss gets the sum of the ``D`` costs
@@ -34,7 +35,7 @@ class NODETransformer(nn.Module):
     :func:`~neuralode_tf.continuous.regularization`.
 
     Args:
-        blocks: The ``D`` blocks, each a sequence of residual branches (or one branch).
+        blocks: The ``D`` blocks, each a sequence of sub-layers (or one module: a one-sub-layer block).
         t1: ``T``, the depth-time of each ODE.
         transport_cost: ``λ``, or ``None`` for no kinetic-energy augmentation.
         convention: The transport-cost convention (``"paper"`` or ``"code"``, see

@@ -31,7 +31,8 @@ has none), the residual adds the queries themselves (the reference adds their pr
 ``fc_q(Q)``), rFF is LN-Linear-GELU-Linear (the reference: ``O + relu(fc_o(O))``), and PMA
 is ``MAB(S, Z)`` without the ``rFF(Z)`` of eq. 11, as in the reference code. A continuous depth
 keeps the width fixed, so the points are lifted to ``dim`` by a linear map before the encoder
-(the reference's first ISAB does this with ``fc_q``).
+(the reference's first ISAB does this with ``fc_q``). Lee et al.'s blocks as their code builds them,
+which Kan et al.'s ModelNet40 experiment counts, are in :mod:`~neuralode_tf.models.set_reference`.
 """
 
 from __future__ import annotations

@@ -88,12 +88,18 @@ class TextClassifier(nn.Module):
         vocab_size: Number of token ids; id :data:`PAD` (0) is padding.
         num_classes: Number of output classes.
         dim, num_heads, depth: Width, heads and depth-time ``D`` (the number of blocks of the default field).
-        field: How the ``depth`` pre-norm blocks become continuous depth: ``"split"`` (default),
-            ``"parallel"``, ``"composed"``, ``"node"`` or ``"evolving"``
+        field: How the ``depth`` blocks become continuous depth: ``"split"`` (default),
+            ``"parallel"``, ``"composed"``, ``"node"``, ``"evolving"`` or ``"discrete"``
             (:func:`~neuralode_tf.models.stack_encoder`), or a ready-made field on ``[0, depth]``. Every
             module with ``bind`` (the :class:`~neuralode_tf.nn.AttentionBranch`\\ es) receives the padding mask.
         num_sets: Independent parameter sets of the default field (weight sharing, Zhong et al. 2022).
         mlp_hidden: Hidden width of the default field's MLPs (default ``4 * dim``).
+        norm: ``"pre"`` (default) or ``"post"``: pre-norm blocks, or the post-norm blocks ``LN(u + b(u))`` of
+            Vaswani et al. (2017) and Sinkformers' IMDb encoder, which only the ``"discrete"``, ``"composed"``
+            and ``"node"`` readings take (:class:`~neuralode_tf.fields.Sublayer`).
+        activation: The MLPs' ``"gelu"`` (default) or ``"relu"`` (Sinkformers' IMDb encoder).
+        field_norm: For ``field="composed"``: a LayerNorm inside the field after the composition, as the
+            released OT-Transformer code's ``ln_f`` (:class:`~neuralode_tf.fields.ComposedField`).
         evolving: For ``field="evolving"`` (Wang et al. 2021): settings of the
             :class:`~neuralode_tf.nn.EvolvingAttentionBranch` es (``alpha``, ``beta``, ``kernel_size``).
         pooling: ``"mean"`` or ``"max"``.
@@ -118,6 +124,9 @@ class TextClassifier(nn.Module):
         field: str | nn.Module = "split",
         num_sets: int | None = None,
         mlp_hidden: int | None = None,
+        norm: Literal["pre", "post"] = "pre",
+        activation: Literal["gelu", "relu"] = "gelu",
+        field_norm: bool = False,
         evolving: Mapping[str, Any] | None = None,
         pooling: Literal["mean", "max"] = "mean",
         dropout: float = 0.0,
@@ -131,8 +140,11 @@ class TextClassifier(nn.Module):
         self.embed = TokenEmbedding(vocab_size, dim)
         sets = None
         if not isinstance(field, nn.Module):
-            sets = _transformer_sets(dim, num_heads, depth, mlp_hidden, num_sets, False, evolving)
-        self.encoder = stack_encoder(field, depth, sets, **encoder)
+            sets = _transformer_sets(
+                dim, num_heads, depth, mlp_hidden, num_sets, False, evolving, norm=norm, activation=activation
+            )
+        final_norm = nn.LayerNorm(dim) if field_norm else None
+        self.encoder = stack_encoder(field, depth, sets, final_norm=final_norm, **encoder)
         self.norm = nn.LayerNorm(dim)
         self.dropout = nn.Dropout(dropout)
         self.head = nn.Linear(dim, num_classes)

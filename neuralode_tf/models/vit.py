@@ -39,8 +39,8 @@ class ViT(nn.Module):
     * ``field`` may also be a ready-made field module ``(t, x) -> dx/dt`` on tokens
       ``(B, 1 + num_patches, dim)``, integrated over ``[0, depth]``.
 
-    Parameters: a shared set is counted once by ``sum(p.numel() for p in model.parameters())``. Each
-    set has ``4d² + 6d`` attention parameters (LayerNorm, ``qkv``, output projection) plus
+    Parameters: a shared set is counted once by ``sum(p.numel() for p in model.parameters())``. With the
+    default attention each set has ``4d² + 6d`` attention parameters (LayerNorm, ``qkv``, output projection) plus
     ``2dh + h + 3d`` MLP parameters (hidden width ``h``), so the encoder has ``k`` times that; the rest
     is ``(C p² + 1) d`` (patches), ``(N + 2) d`` (class token, ``N + 1`` positions), ``2d`` (final
     norm) and ``(d + 1) n_cls`` (head).
@@ -54,10 +54,15 @@ class ViT(nn.Module):
         depth: Number of layers ``D`` (the length of depth-time).
         heads: Attention heads (default ``dim // 64``, at least 1: head width 64 as in ViT and DeiT).
         mlp_ratio: MLP hidden width over ``dim`` (default 4).
-        field: ``"split"``, ``"parallel"``, ``"composed"``, ``"node"``, ``"evolving"`` (see
+        field: ``"split"``, ``"parallel"``, ``"composed"``, ``"node"``, ``"evolving"``, ``"discrete"`` (see
             :func:`~neuralode_tf.models.stack_encoder`) or a field module.
         num_sets: Independent parameter sets (default ``depth``); must divide ``depth``.
         attention_only: Blocks without the MLP branch.
+        attention: Further keywords of every :class:`~neuralode_tf.nn.AttentionBranch`: ``head_dim``,
+            ``qkv_bias``, ``out_proj`` (e.g. Sinkformers' ViTs: ``{"qkv_bias": False, "head_dim": 64}``).
+        field_norm: For ``field="composed"``: a LayerNorm inside the field after the composition, as the
+            released OT-Transformer code's ``ln_f`` (:class:`~neuralode_tf.fields.ComposedField`); the
+            model's own final norm stays before the head.
         evolving: For ``field="evolving"`` (EA-ViT, Wang et al. 2021): settings of the
             :class:`~neuralode_tf.nn.EvolvingAttentionBranch` es, e.g. ``{"alpha": 0.5, "beta": 0.5,
             "kernel_size": 3}`` (default: the branch's defaults).
@@ -88,6 +93,8 @@ class ViT(nn.Module):
         field: str | nn.Module = "split",
         num_sets: int | None = None,
         attention_only: bool = False,
+        attention: Mapping[str, Any] | None = None,
+        field_norm: bool = False,
         evolving: Mapping[str, Any] | None = None,
         **encoder: Any,
     ):
@@ -99,7 +106,13 @@ class ViT(nn.Module):
         self.in_chans = in_chans
         num_patches = (self.img_size[0] // patch_size) * (self.img_size[1] // patch_size)
         if isinstance(field, nn.Module):
-            settings = {"heads": heads, "mlp_ratio": mlp_ratio, "num_sets": num_sets, "attention_only": attention_only}
+            settings = {
+                "heads": heads,
+                "mlp_ratio": mlp_ratio,
+                "num_sets": num_sets,
+                "attention_only": attention_only,
+                "attention": attention,
+            }
             given = [name for name, value in settings.items() if value is not None and value is not False]
             if given:
                 raise ValueError(f"{given} configure the built-in field; with a ready-made field module leave them out")
@@ -107,13 +120,16 @@ class ViT(nn.Module):
         else:
             mlp_hidden = round((4.0 if mlp_ratio is None else mlp_ratio) * dim)
             heads = max(dim // 64, 1) if heads is None else heads
-            sets = _transformer_sets(dim, heads, depth, mlp_hidden, num_sets, attention_only, evolving)
+            sets = _transformer_sets(
+                dim, heads, depth, mlp_hidden, num_sets, attention_only, evolving, attention=attention
+            )
         self.patch_embed = nn.Conv2d(in_chans, dim, kernel_size=patch_size, stride=patch_size)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
         self.pos_embed = nn.Parameter(torch.zeros(1, num_patches + 1, dim))
         nn.init.trunc_normal_(self.cls_token, std=0.02)
         nn.init.trunc_normal_(self.pos_embed, std=0.02)
-        self.encoder = stack_encoder(field, depth, sets, **encoder)
+        final_norm = nn.LayerNorm(dim) if field_norm else None
+        self.encoder = stack_encoder(field, depth, sets, final_norm=final_norm, **encoder)
         self.norm = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, num_classes)
 
@@ -143,13 +159,31 @@ class ViT(nn.Module):
         return self.forward_head(self.forward_features(images))
 
 
-_MNIST = dict(img_size=28, patch_size=7, in_chans=1, num_classes=10, depth=1, heads=1, attention_only=True)
+_SINKFORMERS_MNIST = dict(
+    img_size=28,
+    patch_size=7,
+    in_chans=1,
+    num_classes=10,
+    depth=1,
+    heads=1,
+    attention_only=True,
+    attention=dict(qkv_bias=False, out_proj=False),
+)
 _DEIT_TINY = dict(dim=192, depth=12, heads=3)
-_CATS_DOGS = dict(img_size=224, patch_size=16, in_chans=3, num_classes=2, dim=128, heads=8, mlp_ratio=1.0)
+_CATS_DOGS = dict(
+    img_size=224,
+    patch_size=16,
+    in_chans=3,
+    num_classes=2,
+    dim=128,
+    heads=8,
+    mlp_ratio=1.0,
+    attention=dict(qkv_bias=False, head_dim=64),
+)
 
 VIT_PRESETS: dict[str, dict[str, Any]] = {
-    "ot_mnist_baseline": dict(_MNIST, dim=128),
-    "ot_mnist_ode": dict(_MNIST, dim=64, method="euler", steps=20),
+    "ot_mnist_baseline": dict(_SINKFORMERS_MNIST, dim=128),
+    "ot_mnist_ode": dict(_SINKFORMERS_MNIST, dim=64, field="composed", steps=20, transport_cost=0.01),
     "ot_catsdogs_baseline": dict(_CATS_DOGS, depth=6),
     "ot_catsdogs_ode": dict(_CATS_DOGS, depth=5, field="composed", steps=20, transport_cost=0.01),
     "deit_tiny": dict(_DEIT_TINY, img_size=224, patch_size=16, in_chans=3, num_classes=1000),
@@ -161,19 +195,20 @@ VIT_PRESETS: dict[str, dict[str, Any]] = {
 """Configurations of :class:`ViT` by name, for :func:`vit_preset`.
 
 ``ot_mnist_baseline``
-    The MNIST ViT of Sander et al. (2022), baseline of Kan et al. (2025, Table 2): 28x28x1 images,
-    patch 7, one attention-only block with one head, ``d = 128``, one discrete block.
+    The MNIST ViT of Sander et al. (2022; Sinkformers' ``ViT_only_Att``), baseline of Kan et al.
+    (2025, Table 2): 28x28x1 images, patch 7, one attention-only block with one head,
+    ``d = k = 128``, ``qkv`` without biases and no output projection (lucidrains' rule for one head
+    of width ``d``), one discrete block: 59,658 parameters. Kan et al.'s 93k is 92,938: Sinkformers'
+    model also builds a ``FeedForward(128, 128)`` (33,280 parameters) that its forward never calls.
 ``ot_mnist_ode``
-    Kan et al.'s continuous model (OT-Transformer without its transport cost): the same with
-    ``d = 64``, integrated on ``[0, 1]`` with 20 Euler steps. Their attention has no biases and a
-    64-wide inner dimension; ours has biases and width ``d``, so the counts are 76,554 and 21,898
-    parameters for their 93k and 18k.
+    Kan et al.'s OT-Transformer (Appendix B): the same with ``d = k = 64``, the block as one composed
+    field on ``[0, 1]`` with 20 Euler steps and ``λ = 0.01``: 17,546 parameters, their 18k.
 ``ot_catsdogs_baseline``, ``ot_catsdogs_ode``
     Kan et al.'s Cats & Dogs ViTs (Appendix B, after Sinkformers' ``trainer_cats_and_dogs.py``):
-    224x224x3, patch 16, ``d = 128``, 8 heads, MLP width 128; the baseline has 6 discrete blocks,
-    the OT-Transformer 5 blocks composed into one field with 20 Euler steps on ``[0, 1]`` and
-    ``λ = 0.01``. Sinkformers' attention has a 512-wide inner dimension (8 heads of 64); ours is
-    ``d`` wide, so the counts are smaller than their 1.9M.
+    224x224x3, patch 16, ``d = 128``, 8 heads of ``k = 64`` (``qkv`` without biases), MLP width 128;
+    the baseline has 6 discrete blocks, the OT-Transformer 5 blocks composed into one field with
+    20 Euler steps on ``[0, 1]`` and ``λ = 0.01``. Their blocks have 1,774,848 and 1,479,040
+    parameters: Table 3's 1.77M and 1.48M.
 ``deit_tiny``
     DeiT-Ti (Touvron et al. 2021): 224x224x3, patch 16, ``d = 192``, depth 12, 3 heads, MLP ratio 4,
     split field, so the discrete DeiT-Ti stack (without distillation token).

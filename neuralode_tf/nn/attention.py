@@ -34,11 +34,20 @@ class AttentionBranch(nn.Module):
 
     Args:
         dim: Width ``d`` of the tokens.
-        num_heads: Number of heads ``H``; must divide ``dim``.
+        num_heads: Number of heads ``H``; must divide ``dim`` unless ``head_dim`` is given.
         causal: Mask keys after the query (decoder self-attention).
         context_dim: Width of the key/value source for cross-attention. ``None`` (default) means
             self-attention, with one fused ``qkv`` projection.
         bias: Whether the projections have biases.
+        head_dim: Width ``k`` of each head (default ``dim // num_heads``); the heads are ``H k`` wide together,
+            e.g. 8 heads of 64 on ``d = 128`` tokens in Sinkformers' Cats & Dogs ViT.
+        qkv_bias: Whether the query, key and value projections have biases (default: ``bias``); Sinkformers'
+            ViTs (lucidrains' ``vit-pytorch``) have none there.
+        out_proj: Project the concatenated heads back with ``W_o`` (default). Without it the heads must be
+            ``d`` wide together; Sinkformers' ViT drops ``W_o`` exactly when ``H = 1`` and ``k = d`` (their MNIST
+            model).
+        prenorm: Normalise ``x`` first (default). ``False`` gives the bare attention for a post-norm block,
+            whose LayerNorm comes after the skip (:class:`~neuralode_tf.fields.Sublayer`).
 
     Shapes:
         ``x``: ``(*batch, n, dim)``, any number of leading dimensions (also none, which torchode's
@@ -64,20 +73,34 @@ class AttentionBranch(nn.Module):
     """
 
     def __init__(
-        self, dim: int, num_heads: int, *, causal: bool = False, context_dim: int | None = None, bias: bool = True
+        self,
+        dim: int,
+        num_heads: int,
+        *,
+        causal: bool = False,
+        context_dim: int | None = None,
+        bias: bool = True,
+        head_dim: int | None = None,
+        qkv_bias: bool | None = None,
+        out_proj: bool = True,
+        prenorm: bool = True,
     ):
         super().__init__()
-        if dim % num_heads:
+        if head_dim is None and dim % num_heads:
             raise ValueError(f"num_heads={num_heads} must divide dim={dim}")
+        inner = dim if head_dim is None else num_heads * head_dim
+        if not out_proj and inner != dim:
+            raise ValueError(f"out_proj=False needs heads {inner} wide together, the width dim={dim}")
+        qkv_bias = bias if qkv_bias is None else qkv_bias
         self.num_heads = num_heads
         self.causal = causal
-        self.norm = nn.LayerNorm(dim)
+        self.norm = nn.LayerNorm(dim) if prenorm else nn.Identity()
         if context_dim is None:
-            self.qkv = nn.Linear(dim, 3 * dim, bias=bias)
+            self.qkv = nn.Linear(dim, 3 * inner, bias=qkv_bias)
         else:
-            self.q = nn.Linear(dim, dim, bias=bias)
-            self.kv = nn.Linear(context_dim, 2 * dim, bias=bias)
-        self.proj = nn.Linear(dim, dim, bias=bias)
+            self.q = nn.Linear(dim, inner, bias=qkv_bias)
+            self.kv = nn.Linear(context_dim, 2 * inner, bias=qkv_bias)
+        self.proj = nn.Linear(inner, dim, bias=bias) if out_proj else nn.Identity()
         self._bound: dict[str, Tensor | None] = {}
 
     def bind(

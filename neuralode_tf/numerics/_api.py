@@ -15,6 +15,7 @@ from . import _validate
 from . import fixed_grid as _fixed
 from . import torchdiffeq as _tdq
 from . import torchode as _tde
+from ._checkpointing import BackwardCounter
 from ._counting import CountingField
 from ._grid import fixed_grid
 from ._state import State, all_finite, leaves, surely_finite
@@ -66,6 +67,7 @@ def solve(
     atol: float | None = None,
     backend: Literal["auto", "builtin", "torchdiffeq", "torchode"] = "auto",
     adjoint: Literal["backprop", "checkpoint", "adjoint"] = "backprop",
+    checkpoints: int | None = None,
     seminorm: bool = False,
     per_sample: bool | None = None,
     max_steps: int = 10_000,
@@ -106,13 +108,24 @@ def solve(
             supports the method, gradient method and ``per_sample``.
         adjoint: How gradients are computed. ``"backprop"`` differentiates through the solver's
             operations (discretise-then-optimise). ``"checkpoint"`` (built-in) gives the same gradients
-            but checkpoints the steps recursively: it keeps about ``log2(N)`` states of the ``N``
-            steps and one step's activations, and recomputes each step at most ``1 + log2(N)/2``
-            times in backward.
+            but keeps only some states of the ``N`` steps and one step's activations, and recomputes
+            the steps from them in backward (``stats.nfe_backward`` counts the evaluations); how
+            many states it keeps is ``checkpoints``.
             ``"adjoint"`` solves the continuous adjoint ODE backwards (optimise-then-discretise):
             torchdiffeq's ``odeint_adjoint`` or torchode's ``BacksolveAdjoint``. torchode's backprop goes
             through the steps but not through the choice of step sizes. torchdiffeq's
             ``"scipy_solver"`` runs outside autograd: it refuses ``"backprop"`` when a gradient is wanted.
+        checkpoints: With ``adjoint="checkpoint"``: the most states kept at once for backward (a positive
+            integer), or ``None`` (default) for recursive halving: about ``log2(N)`` states, each step
+            recomputed at most ``1 + log2(N)/2`` times. A budget ``c < N`` is spent binomially (Griewank &
+            Walther 2000, revolve), with the fewest recomputations ``c`` states allow: for ``r`` the least
+            integer such that ``N <= C(c + r, c)``, each step is recomputed at most ``r`` times,
+            ``r N - C(c + r, r - 1)`` steps in all; ``c >= N`` is backprop. So ``c = N - 1`` recomputes
+            ``N - 1`` steps, ``c ~ sqrt(2N)`` (``C(c + 2, 2) >= N``) ``2N - c - 2``, ``c = 1`` ``N(N - 1)/2``;
+            at 64 steps ``c = 63, 16, 8, 6, 4`` recompute 63, 110, 137, 156, 200 steps, the default 224.
+            A state is much smaller than a step's activations (about 16 states' worth for the transformer
+            layer of ``benchmarks/suite.py``, whose section 3b gives the memory/time table), so a budget
+            of tens of states costs little memory. Not on XLA, whose checkpoint does not nest.
         seminorm: With torchdiffeq's adjoint, use the seminorm of Kidger et al. (2021).
         per_sample: torchode only: per-sample step sizes along dim 0 of ``y0``. The default
             ``None`` turns it on where every tensor of ``y0`` has a dim 0 of one size, and off
@@ -156,6 +169,7 @@ def solve(
     _validate.check_field_matches_state(field, y0)
     times = _validate.check_times(t, y0)
     _validate.check_flags(seminorm, per_sample, max_steps)
+    checkpoints = _validate.checkpoints(checkpoints, adjoint, y0)
     backend = resolve_backend(
         field, method, backend, adjoint=adjoint, substep=substep, seminorm=seminorm, per_sample=per_sample
     )
@@ -177,7 +191,8 @@ def solve(
 
     def run(f: Field, stats: Stats, compiled: bool | dict[str, Any] = False) -> list[State] | State:
         if backend == "builtin":
-            return _solve_builtin(f, y0, times, method, step, substep, adjoint == "checkpoint", stats, compiled)
+            checkpointed = adjoint == "checkpoint"
+            return _solve_builtin(f, y0, times, method, step, substep, checkpointed, checkpoints, stats, compiled)
         counting = CountingField(f, stats, max_steps if step is None else None)
         common = dict(method=method, step_size=step, rtol=rtol, atol=atol, adjoint=adjoint == "adjoint", dt0=dt0)
         if backend == "torchdiffeq":
@@ -205,6 +220,7 @@ def _solve_builtin(
     step_size: float,
     substep: str | None,
     checkpoint: bool,
+    checkpoints: int | None,
     stats: Stats,
     compiled: bool | dict[str, Any] = False,
 ) -> list[State] | State:
@@ -215,18 +231,21 @@ def _solve_builtin(
     n_parts = len(field.parts) if scheme else 1  # type: ignore[attr-defined]
     stats.n_accepted = n_steps
     stats.nfe = n_steps * _fixed.nfe_per_step(scheme, tableau, n_parts)
+    _validate.check_checkpoint_depth(checkpoints, n_steps)
+    checkpoint = checkpoint and (checkpoints is None or checkpoints < n_steps)  # a budget of N states: backprop
     if compiled is not False:
         defaults = COMPILE_OPTIONS if leaves(y0)[0].device.type == "cpu" else {}
         if checkpoint and not _CPP_WRAPPER_CHECKPOINTS:
             defaults = {k: v for k, v in defaults.items() if k != "cpp_wrapper"}
         options = {**defaults, **(compiled if isinstance(compiled, dict) else {})}
-        key = (method, substep, tuple(map(tuple, grid)), checkpoint, _hashable(options))
+        key = (method, substep, tuple(map(tuple, grid)), checkpoint, checkpoints, _hashable(options))
         cache = _COMPILED.setdefault(field, {})
         if key not in cache:
-            cache[key] = torch.compile(_own_code(_march(scheme, tableau, grid, checkpoint)), options=options)
+            march = _march(scheme, tableau, grid, checkpoint, checkpoints)
+            cache[key] = torch.compile(_own_code(march), options=options)
         return cache[key](field, y0)
-    recomputed = _BackwardCounter(field, stats) if checkpoint else None
-    out = _march(scheme, tableau, grid, checkpoint)(recomputed or field, y0)
+    recomputed = BackwardCounter(field, stats) if checkpoint else None
+    out = _march(scheme, tableau, grid, checkpoint, checkpoints)(recomputed or field, y0)
     if recomputed is not None:
         recomputed.armed[0] = True  # from here on, evaluations are checkpointing's recomputations
     return out
@@ -246,20 +265,20 @@ RunAndSaveRngState`` in cpp_wrapper_cpu.py; seen with 2.9.0, 2.9.1, 2.10.0 and 2
 the Python wrapper, unless ``compile`` asks for ``cpp_wrapper`` itself."""
 
 _COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-"""Compiled marches by field, then by (method, substep, grid, checkpoint, options), each with a code object of
-its own (:func:`_own_code`). A march takes the field as an argument rather than closing over it, so the
+"""Compiled marches by field, then by (method, substep, grid, checkpoint, checkpoints, options), each with a code
+object of its own (:func:`_own_code`). A march takes the field as an argument rather than closing over it, so the
 cache holds no reference to its key and a field and its compiled marches are freed together."""
 
 
 def _march(
-    scheme: str | None, tableau: Any, grid: list[list[float]], checkpoint: bool
+    scheme: str | None, tableau: Any, grid: list[list[float]], checkpoint: bool, checkpoints: int | None
 ) -> Callable[[Field, State], list[State]]:
     """``(field, y0) -> [y0, y(t_1), ...]``: the built-in march over ``grid``."""
 
     def march(field: Field, y: State) -> list[State]:
         first = _fixed.make_step(field, scheme, tableau, check=True)
         rest = _fixed.make_step(field, scheme, tableau, check=False)
-        return _fixed.integrate(first, rest, y, grid, checkpoint=checkpoint)
+        return _fixed.integrate(first, rest, y, grid, checkpoint=checkpoint, checkpoints=checkpoints)
 
     return march
 
@@ -286,24 +305,6 @@ def _hashable(options: dict[str, Any]) -> tuple:
     except TypeError:
         raise SolverConfigError(f"compile options must be hashable values keyed by strings, got {options!r}") from None
     return key
-
-
-class _BackwardCounter(torch.nn.Module):
-    """Calls the field (or a part of it); once armed, counts each call into ``stats.nfe_backward``."""
-
-    def __init__(self, field: Field, stats: Stats, armed: list[bool] | None = None):
-        super().__init__()
-        self.field, self.stats = field, stats
-        self.armed = armed if armed is not None else [False]
-
-    def forward(self, t: Tensor, y: State) -> State:
-        if self.armed[0]:
-            self.stats.nfe_backward += 1
-        return self.field(t, y)
-
-    @property
-    def parts(self) -> list[Field]:
-        return [_BackwardCounter(p, self.stats, self.armed) for p in self.field.parts]  # type: ignore[attr-defined]
 
 
 # --------------------------------------------------------------------------------------------

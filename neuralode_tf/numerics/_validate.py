@@ -17,6 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from . import torchdiffeq as _tdq
+from ._checkpointing import MAX_REPETITIONS, repetitions
 from ._state import State, leaves
 from .errors import InvalidFieldError, InvalidStateError, InvalidTimesError, SolverConfigError
 
@@ -105,6 +106,41 @@ def check_flags(seminorm: object, per_sample: object, max_steps: object) -> None
         raise SolverConfigError(f"per_sample must be True, False or None, got {per_sample!r}")
     if not _is_int(max_steps) or max_steps < 1:
         raise SolverConfigError(f"max_steps must be a positive integer, got {max_steps!r}")
+
+
+def checkpoints(checkpoints: object, adjoint: str, y0: State | None = None) -> int | None:
+    """``checkpoints`` as an int (or None): a positive budget of stored states, for ``adjoint="checkpoint"`` alone
+    (the built-in backend's), and not on XLA, where checkpoints do not nest. ``y0=None`` skips the device."""
+    if checkpoints is None:
+        return None
+    if not _is_int(checkpoints) or checkpoints < 1:
+        raise SolverConfigError(
+            f"checkpoints must be a positive integer (the most states kept for backward) or None, got {checkpoints!r}"
+        )
+    if adjoint != "checkpoint":
+        raise SolverConfigError(
+            f"checkpoints={checkpoints} is the budget of adjoint='checkpoint' (built-in backend), but "
+            f"adjoint={adjoint!r}: pass adjoint='checkpoint', or drop checkpoints"
+        )
+    if y0 is not None and leaves(y0)[0].device.type == "xla":
+        raise SolverConfigError(
+            f"checkpoints={checkpoints} nests checkpoints, which torch_xla's checkpoint cannot do: on XLA, "
+            "adjoint='checkpoint' checkpoints every step (drop checkpoints)"
+        )
+    return int(checkpoints)
+
+
+def check_checkpoint_depth(checkpoints: int | None, n_steps: int) -> None:
+    """Refuse a budget that recomputes some step more than ``MAX_REPETITIONS`` times, nesting checkpoints that deep
+    (:data:`~neuralode_tf.numerics._checkpointing.MAX_REPETITIONS`): Python's recursion limit would stop it."""
+    if checkpoints is None or checkpoints >= n_steps or repetitions(n_steps, checkpoints) <= MAX_REPETITIONS:
+        return
+    least = next(c for c in itertools.count(checkpoints + 1) if repetitions(n_steps, c) <= MAX_REPETITIONS)
+    raise SolverConfigError(
+        f"checkpoints={checkpoints} for {n_steps} steps would recompute some step "
+        f"{repetitions(n_steps, checkpoints)} times, inside as many nested checkpoints, deeper than Python's "
+        f"recursion limit allows (at most {MAX_REPETITIONS}): give checkpoints >= {least}"
+    )
 
 
 def check_state_for_backend(y0: State, backend: str, per_sample: bool | None) -> bool:

@@ -38,15 +38,14 @@ from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
-from torch.utils.checkpoint import checkpoint as _checkpoint
 
-from ._state import State, axpy, check_like, leaves
+from ._checkpointing import Plan, Step, checkpointed, run
+from ._state import State, axpy, check_like
 from .tableaus import ButcherTableau
 
 __all__ = ["SPLITTING_SCHEMES", "rk_step", "splitting_step", "integrate"]
 
 Field = Callable[[Tensor, State], State]
-Step = Callable[[float, float, State], State]
 
 SPLITTING_SCHEMES = ("lie_trotter", "strang")
 
@@ -114,67 +113,26 @@ def make_step(field: Field, scheme: str | None, tableau: ButcherTableau, *, chec
     return lambda t, h, y: splitting_step(parts, t, h, y, scheme, tableau)
 
 
-def integrate(first_step: Step, step: Step, y0: State, grid: list[list[float]], *, checkpoint: bool) -> list[State]:
+def integrate(
+    first_step: Step,
+    step: Step,
+    y0: State,
+    grid: list[list[float]],
+    *,
+    checkpoint: bool,
+    checkpoints: int | None = None,
+) -> list[State]:
     """March over ``grid`` (one list of grid times per requested interval) and return the state at
     the end of every interval, preceded by ``y0``.
 
-    With ``checkpoint=True`` the steps are checkpointed recursively (Chen et al. 2016, sec. 4.3;
-    Griewank 1992): the ``N`` steps are cut in two halves, each run under
-    :func:`torch.utils.checkpoint.checkpoint` and cut in two again inside, down to single steps. Backward
-    keeps the states entering the halves along one path of that binary tree, at most
-    ``ceil(log2 N)`` of them plus one step's activations, so memory barely grows with ``N``
-    (``benchmarks/suite.py``: 1.1x from 8 to 64 steps). The price is recomputation: a half is
-    re-run up to where its second half starts, so each step runs about ``1 + log2(N) / 2`` times
-    in backward (``stats.nfe_backward`` counts them).
+    With ``checkpoint=True`` the steps are checkpointed (:mod:`~neuralode_tf.numerics._checkpointing`):
+    recursively halved for ``checkpoints=None``, binomially with at most ``checkpoints`` stored states
+    otherwise; ``stats.nfe_backward`` counts the recomputations.
     """
-    plan: list[tuple[Step, float, float, bool]] = []  # (step function, t, h, ends a requested interval)
+    plan: Plan = []
     for interval in grid:
         pairs = list(zip(interval[:-1], interval[1:]))
         for j, (t, t_next) in enumerate(pairs):
             plan.append((step if plan else first_step, t, t_next - t, j == len(pairs) - 1))
-    if not checkpoint or leaves(y0)[0].device.type == "xla":  # torch_xla's checkpoint takes no nesting: per step
-        return [y0, *_march(plan, y0, checkpoint=checkpoint)[1]]
-    return [y0, *_bisected(plan, y0)[1]]
-
-
-def _march(plan: list[tuple[Step, float, float, bool]], y: State, checkpoint: bool) -> tuple[State, list[State]]:
-    """Run the steps of ``plan`` from ``y``: the last state and the states ending requested intervals."""
-    ends = []
-    for fn, t, h, ends_interval in plan:
-        y = _checkpointed(fn, t, h, y) if checkpoint else fn(t, h, y)
-        if ends_interval:
-            ends.append(y)
-    return y, ends
-
-
-def _bisected(plan: list[tuple[Step, float, float, bool]], y: State) -> tuple[State, list[State]]:
-    """:func:`_march` with recursive checkpointing: each half of ``plan`` runs under a checkpoint and is
-    cut in halves again inside, down to single checkpointed steps."""
-    if len(plan) == 1:
-        return _march(plan, y, checkpoint=True)
-    ends: list[State] = []
-    for half in (plan[: len(plan) // 2], plan[len(plan) // 2 :]):
-        # A single step is checkpointed by _march already; checkpointing it twice would recompute it twice.
-        y, half_ends = _bisected(half, y) if len(half) == 1 else _checkpoint(_bisected, half, y, use_reentrant=False)
-        ends.extend(half_ends)
-    return y, ends
-
-
-def _checkpointed(fn: Step, t: float, h: float, y: State) -> State:
-    """``fn(t, h, y)`` under activation checkpointing.
-
-    torch's checkpoint does not know XLA devices, so there torch_xla's (reentrant) variant runs,
-    with the tensors of a tuple state passed one by one as it requires.
-    """
-    tensors = leaves(y)
-    if tensors[0].device.type != "xla":
-        return _checkpoint(fn, t, h, y, use_reentrant=False)
-    if not any(leaf.requires_grad for leaf in tensors):
-        # A reentrant checkpoint whose inputs need no gradient would drop the parameters' gradients.
-        return fn(t, h, y)
-    from torch_xla.utils.checkpoint import checkpoint as xla_checkpoint
-
-    def flat(*tensors: Tensor) -> State:
-        return fn(t, h, tuple(tensors) if isinstance(y, tuple) else tensors[0])
-
-    return xla_checkpoint(flat, *tensors)
+    _, ends = checkpointed(plan, y0, checkpoints) if checkpoint else run(plan, y0)
+    return [y0, *ends]

@@ -27,8 +27,11 @@ class TrainConfig:
         preset: Name of the task preset (see ``neuralode-tf train --list``).
         epochs: Passes over the training split.
         batch_size: Global batch size (split across processes under torchrun).
-        lr, weight_decay, warmup_steps: AdamW with linear warm-up then cosine decay.
-        grad_clip: Gradient-norm clipping (0 disables it).
+        lr, weight_decay, warmup_steps: AdamW (Adam when ``weight_decay=0``) with linear warm-up, then cosine decay.
+        lr_decay_epochs: Instead of the cosine decay, divide the learning rate by 10 once each of these numbers
+            of epochs is done: the step schedules of Kan et al. (2025, Appendix B), e.g. ``[35, 40]`` for MNIST
+            ("5e-4 for the first 35 epochs, then 5e-5 until the 41st epoch, ... then 5e-6").
+        grad_clip: Gradient-norm clipping (0 disables it; the OT presets do not clip, as Sinkformers' code).
         seed: Seeds the model's initialisation and the data order of every epoch.
         out_dir: Where ``checkpoint.pt``, ``metrics.csv``, ``metrics.json`` and ``config.json`` go (``config.json``
             with each checkpoint, so an earlier run's files stay as they were until this run has one).
@@ -50,6 +53,7 @@ class TrainConfig:
     lr: float = 1e-3
     weight_decay: float = 0.0
     warmup_steps: int = 0
+    lr_decay_epochs: list[int] = field(default_factory=list)
     grad_clip: float = 1.0
     seed: int = 0
     out_dir: str = "runs/default"
@@ -69,6 +73,8 @@ class TrainConfig:
             if not any(_is(value, kind) for kind in kinds):
                 expected = " or ".join("None" if kind is type(None) else kind.__name__ for kind in kinds)
                 raise ConfigError(f"setting {entry.name}={value!r} must be {expected}, not {type(value).__name__}")
+        if not all(_is(epoch, int) and epoch >= 1 for epoch in self.lr_decay_epochs):
+            raise ConfigError(f"setting lr_decay_epochs={self.lr_decay_epochs!r} must list epochs >= 1")
 
 
 def _kinds(hint: Any) -> tuple[type, ...]:

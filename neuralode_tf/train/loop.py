@@ -16,6 +16,7 @@ import json
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -79,7 +80,7 @@ def train(config: TrainConfig) -> dict[str, Any]:
 
     model = task.model
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _warmup_cosine(total, config.warmup_steps))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(config, steps_per_epoch, total))
 
     history: list[dict[str, float]] = []
     start = 0
@@ -187,10 +188,16 @@ def _permutation(n: int, seed: int, epoch: int) -> Tensor:
     return torch.randperm(n, generator=generator)
 
 
-def _warmup_cosine(total: int, warmup: int):
+def _schedule(config: TrainConfig, steps_per_epoch: int, total: int) -> Callable[[int], float]:
+    """The learning-rate factor of step ``k``: linear warm-up over ``warmup_steps``, then a cosine decay over the
+    run, or, with ``lr_decay_epochs``, ``0.1^m`` after ``m`` of those numbers of epochs are done."""
+    warmup, milestones = config.warmup_steps, [epoch * steps_per_epoch for epoch in config.lr_decay_epochs]
+
     def factor(step: int) -> float:
         if step < warmup:
             return (step + 1) / warmup
+        if milestones:
+            return 0.1 ** sum(step >= milestone for milestone in milestones)
         progress = (step - warmup) / max(1, total - warmup)
         return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
 

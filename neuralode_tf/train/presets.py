@@ -1,18 +1,17 @@
 """Named training presets: a dataset, a model and the loop settings that train it well here.
 
-Each preset runs on an offline stand-in dataset; ``data.*`` and ``model.*`` overrides reach the
-dataset loader and the model constructor.
+Most presets run on an offline stand-in dataset; the OT-Transformer paper presets read the paper's data
+(:mod:`~neuralode_tf.train.presets_ot`). ``data.*`` and ``model.*`` overrides reach the dataset loader
+and the model constructor.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, replace
 from typing import Any
 
 from torch import nn
 
-from ..data import STAND_INS, Splits, load
+from ..data import Splits
 from ..models import (
     TRANSEVOLVE_VARIANTS,
     Seq2Seq,
@@ -21,37 +20,12 @@ from ..models import (
     TextClassifier,
     TransEvolveClassifier,
     TransEvolveSeq2Seq,
-    ViT,
     vit_preset,
 )
-from .config import TrainConfig
+from ._preset import Preset, make_preset
+from .presets_ot import OT_PRESETS, OT_VARIANTS
 
 __all__ = ["Preset", "PRESETS", "OT_VARIANTS", "TRANSEVOLVE_LISTOPS_VARIANTS", "EA_VARIANTS", "VARIANTS"]
-
-
-@dataclass(frozen=True)
-class Preset:
-    """A dataset (name and options), a model builder, and the default :class:`TrainConfig`."""
-
-    description: str
-    dataset: str
-    dataset_options: dict[str, Any]
-    model: Callable[..., nn.Module]
-    config: TrainConfig
-
-    def load_data(self, overrides: dict[str, Any]) -> Splits:
-        """The preset's dataset, or with ``name`` in ``overrides`` another one of
-        :data:`~neuralode_tf.data.DATASETS` (e.g. ``data.name=mnist data.root=...`` for the real data;
-        the preset's options for its own dataset are then left out)."""
-        overrides = dict(overrides)
-        name = overrides.pop("name", self.dataset)
-        if name not in STAND_INS and "root" not in overrides:
-            raise ValueError(f"dataset {name!r} is read from files: give their folder with --set data.root=PATH")
-        options = self.dataset_options if name == self.dataset else {}
-        return load(name, **{**options, **overrides})
-
-    def build_model(self, data: Splits, overrides: dict[str, Any]) -> nn.Module:
-        return self.model(data, **overrides)
 
 
 def _vit(data: Splits, **overrides: Any) -> nn.Module:
@@ -74,74 +48,6 @@ def _set(data: Splits, **overrides: Any) -> nn.Module:
 
 def _seq2seq(data: Splits, **overrides: Any) -> nn.Module:
     return Seq2Seq(len(data.vocab), **{"dim": 64, "num_heads": 4, "encoder_depth": 2, "decoder_depth": 2, **overrides})
-
-
-def _ot_vit(data: Splits, **overrides: Any) -> nn.Module:
-    """Kan et al.'s MNIST ViT (one attention-only block, one head) on 16 patches of ``data``'s images: patch 7 on
-    28x28 MNIST, patch 2 on 8x8 digits."""
-    channels, height, width = data.train.x.shape[1:]
-    shape = dict(img_size=(height, width), patch_size=height // 4, in_chans=channels, num_classes=data.num_classes)
-    model = dict(depth=1, heads=1, attention_only=True, **OT_VARIANTS["ot_mnist_vit"]["ot"])
-    return ViT(**{**shape, **model, **overrides})
-
-
-def _ot_catsdogs(data: Splits, **overrides: Any) -> nn.Module:
-    """Kan et al.'s Cats & Dogs OT-Transformer (:data:`~neuralode_tf.models.VIT_PRESETS` ``ot_catsdogs_ode``),
-    at the resolution of the loaded images."""
-    side = data.train.x.shape[-1]
-    return vit_preset("ot_catsdogs_ode", img_size=side, **{**OT_VARIANTS["ot_catsdogs_vit"]["ot"], **overrides})
-
-
-def _ot_text(data: Splits, **overrides: Any) -> nn.Module:
-    """Kan et al.'s IMDb classifier: d = 256, 8 heads on the real data; d = 64, 4 heads on the stand-in."""
-    size = dict(dim=256, num_heads=8) if data.name == "imdb" else dict(dim=64, num_heads=4)
-    return TextClassifier(
-        len(data.vocab), data.num_classes, **{**size, **OT_VARIANTS["ot_imdb_text"]["ot"], **overrides}
-    )
-
-
-def _ot_set(data: Splits, **overrides: Any) -> nn.Module:
-    """Kan et al.'s ModelNet40 Set Transformer (ISAB width 200 for OT; 256 for the baseline, as in Lee et al.).
-
-    On the shapes3d stand-in ``dim`` is divided by 4 (50 and 64), with 2 heads and 8 PMA seeds."""
-    scale = 1 if data.name.startswith("modelnet40") else 4
-    variant = {**OT_VARIANTS["ot_modelnet_set"]["ot"], **overrides}
-    variant["dim"] = variant["dim"] // scale
-    settings = dict(num_classes=data.num_classes, num_heads=2 if scale > 1 else 4, num_inducing=16, depth=2)
-    if scale > 1:  # one PMA seed confuses cones/pyramids and boxes/cylinders of the stand-in (see set_shapes3d)
-        settings["num_seeds"] = 8
-    return SetTransformer(**{**settings, "mlp_hidden": variant["dim"], **variant})
-
-
-def _five_models(baseline: dict[str, Any], continuous: dict[str, Any], steps: int, weight: float) -> dict[str, Any]:
-    """The discrete baseline, and the OT and N-ODE Transformers without and with the transport cost ``weight``."""
-    return {
-        "baseline": dict(baseline, field="split", steps=None, transport_cost=None),
-        "ot_unregularized": dict(continuous, field="composed", steps=steps, transport_cost=None),
-        "ot": dict(continuous, field="composed", steps=steps, transport_cost=weight),
-        "node": dict(continuous, field="node", steps=steps, transport_cost=None),
-        "node_regularized": dict(continuous, field="node", steps=steps, transport_cost=weight),
-    }
-
-
-OT_VARIANTS: dict[str, dict[str, dict[str, Any]]] = {
-    "ot_mnist_vit": _five_models(dict(dim=128), dict(dim=64), steps=20, weight=0.01),
-    "ot_catsdogs_vit": _five_models(dict(depth=6), dict(depth=5), steps=20, weight=0.01),
-    "ot_imdb_text": _five_models(dict(depth=6), dict(depth=3), steps=8, weight=0.5),
-    "ot_modelnet_set": _five_models(dict(dim=256), dict(dim=200), steps=8, weight=1.0),
-}
-"""The model overrides of the five models Kan et al. (2025, Tables 1-4) compare, per OT preset.
-
-``baseline`` is the discrete transformer; ``ot`` the OT-Transformer (one composed field on
-``[0, 1]``, Euler, transport cost ``λ``; the preset's default); ``ot_unregularized`` the same with
-``λ = 0``; ``node`` and ``node_regularized`` the N-ODE Transformer (one ODE per block, the same
-steps per ODE) without and with the cost. Sizes, steps and ``λ`` are Appendix B's: MNIST ViT ``d``
-128 vs 64, 20 steps, ``λ = 0.01``; Cats & Dogs 6 vs 5 blocks, 20 steps, ``λ = 0.01`` (real data only:
-``data.root=`` a Kaggle ``train/`` folder); IMDb 6 vs 3 layers, 8 steps, ``λ = 0.5``; ModelNet40 ISAB width
-256 vs 200 (``dim``; divided by 4 on the shapes3d stand-in), 8 steps, ``λ = 1``. Composed fields keep
-the blocks' inner residuals, as the released code does. Use them as
-``--set model.<key>=<value>`` or with :func:`neuralode_tf.train.compare_variants`.
-"""
 
 
 def _transevolve_settings(variant: str) -> dict[str, Any]:
@@ -216,15 +122,8 @@ def _ea_text(data: Splits, **overrides: Any) -> nn.Module:
     return TextClassifier(len(data.vocab), data.num_classes, **{**model, **overrides})
 
 
-def _preset(description: str, dataset: str, model: Callable[..., nn.Module], name: str, **settings: Any) -> Preset:
-    options = settings.pop("data", {})
-    return Preset(
-        description, dataset, options, model, replace(TrainConfig(preset=name, out_dir=f"runs/{name}"), **settings)
-    )
-
-
-PRESETS: dict[str, Preset] = {
-    name: _preset(description, dataset, model, name, **settings)
+_PRESETS: dict[str, Preset] = {
+    name: make_preset(description, dataset, model, name, **settings)
     for name, description, dataset, model, settings in [
         (
             "vit_digits",
@@ -253,36 +152,6 @@ PRESETS: dict[str, Preset] = {
             "mnist1d",
             _signal,
             dict(epochs=60, batch_size=100, lr=1e-3, weight_decay=0.01, warmup_steps=100),
-        ),
-        (
-            "ot_mnist_vit",
-            "OT-Transformer MNIST ViT (d=64, 1 attention block, 20 Euler steps, λ=0.01); digits here, "
-            "data.name=mnist for MNIST",
-            "digits",
-            _ot_vit,
-            dict(epochs=30, batch_size=64, lr=2e-3, weight_decay=0.05, warmup_steps=50),
-        ),
-        (
-            "ot_catsdogs_vit",
-            "OT-Transformer Cats & Dogs ViT (5 composed blocks, 20 steps, λ=0.01); needs data.root=<Kaggle train/>",
-            "catsdogs",
-            _ot_catsdogs,
-            dict(epochs=300, batch_size=64, lr=3e-5, warmup_steps=0),
-        ),
-        (
-            "ot_imdb_text",
-            "OT-Transformer text classifier (3 composed blocks, 8 steps, λ=0.5); tweets here, data.name=imdb for IMDb",
-            "tweets",
-            _ot_text,
-            dict(epochs=2, batch_size=128, lr=1e-3, weight_decay=0.01, warmup_steps=50, data=dict(max_samples=12000)),
-        ),
-        (
-            "ot_modelnet_set",
-            "OT-Transformer Set Transformer (ISAB width 200/4, 8 steps, λ=1); shapes3d here, "
-            "data.name=modelnet40_h5 for ModelNet40",
-            "shapes3d",
-            _ot_set,
-            dict(epochs=10, batch_size=64, lr=2e-3, warmup_steps=50, data=dict(num_train=1600, num_test=400)),
         ),
         (
             "transevolve_listops",
@@ -321,6 +190,9 @@ PRESETS: dict[str, Preset] = {
         ),
     ]
 }
+
+PRESETS: dict[str, Preset] = {**_PRESETS, **OT_PRESETS}
+"""Every preset by name (``neuralode-tf train --list``)."""
 
 
 VARIANTS: dict[str, dict[str, dict[str, Any]]] = {

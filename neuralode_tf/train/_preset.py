@@ -1,0 +1,47 @@
+"""The :class:`Preset` record: a dataset, a model builder and the default training settings."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from torch import nn
+
+from ..data import STAND_INS, Splits, load
+from .config import TrainConfig
+
+__all__ = ["Preset", "make_preset"]
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A dataset (name and options), a model builder, and the default :class:`TrainConfig`."""
+
+    description: str
+    dataset: str
+    dataset_options: dict[str, Any]
+    model: Callable[..., nn.Module]
+    config: TrainConfig
+
+    def load_data(self, overrides: dict[str, Any]) -> Splits:
+        """The preset's dataset, or with ``name`` in ``overrides`` another one of
+        :data:`~neuralode_tf.data.DATASETS` (e.g. ``data.name=mnist data.root=...`` for the real data;
+        the preset's options for its own dataset are then left out)."""
+        overrides = dict(overrides)
+        name = overrides.pop("name", self.dataset)
+        if name not in STAND_INS and "root" not in overrides:
+            raise ValueError(f"dataset {name!r} is read from files: give their folder with --set data.root=PATH")
+        options = self.dataset_options if name == self.dataset else {}
+        return load(name, **{**options, **overrides})
+
+    def build_model(self, data: Splits, overrides: dict[str, Any]) -> nn.Module:
+        return self.model(data, **overrides)
+
+
+def make_preset(description: str, dataset: str, model: Callable[..., nn.Module], name: str, **settings: Any) -> Preset:
+    """A :class:`Preset`; ``settings`` are :class:`TrainConfig` fields, and ``data`` the dataset's options."""
+    options = settings.pop("data", {})
+    return Preset(
+        description, dataset, options, model, replace(TrainConfig(preset=name, out_dir=f"runs/{name}"), **settings)
+    )
