@@ -16,6 +16,10 @@ libraries), with glibc returning freed memory at once so the peak follows live t
 3. **Memory**: peak memory of forward + backward with 64 steps over 8 steps (Euler, and RK4, on
    ``[0, 6]``, the 6-layer field with one shared parameter set), for backprop through the solver,
    checkpointing and the two adjoints. Target: ≤ 1.2x for checkpointing and the adjoints.
+3b. **Checkpointing's memory/time trade-off**: for 64 and 256 Euler steps (the same field, batch 4), time and peak
+   memory of forward + backward relative to backprop's, measured in the same run, for budgets of stored states
+   ``checkpoints=`` 4, 8, 16, 32 and ``N - 1``, and for the default recursive halving; with the steps recomputed
+   per step (``stats.nfe_backward / stats.nfe``).
 4. **TransEvolve**: the rows of ``benchmarks/results/transevolve_<device>.json`` (``python -m
    benchmarks.transevolve``), with their targets.
 5. **Adaptive**: function evaluations and time of dopri5 and tsit5 on a trained ViT's field (the
@@ -56,6 +60,10 @@ MEMORY_CONFIGS = {
     "torchdiffeq adjoint (rk4)": dict(method="rk4", adjoint="adjoint", backend="torchdiffeq"),
     "torchode adjoint (euler)": dict(method="euler", adjoint="adjoint", backend="torchode"),
 }
+PARETO_STEPS = (64, 256)
+PARETO_BUDGETS = (4, 8, 16, 32)
+"""Budgets of the memory/time table (section 3b), besides ``N - 1`` (every state, one step's activations)."""
+PARETO_BATCH = 4
 
 
 def _problem(dim: int, tokens: int, batch: int, layers: int, device: torch.device, num_sets: int | None = None):
@@ -135,11 +143,19 @@ def compiled(device: torch.device, repeats: int) -> dict:
     }
 
 
-def _memory_step(settings: dict, steps: int, device: torch.device):
+def _memory_step(settings: dict, steps: int, device: torch.device, batch: int = 16):
     # One parameter set shared by the 6 layers: torchode's backsolve evaluates the field under vmap,
     # where a time-dependent choice of layer cannot be made.
-    field, x = _problem(128, 64, 16, 6, device, num_sets=1)
+    field, x = _problem(128, 64, batch, 6, device, num_sets=1)
     return _backward(lambda: solve(field, x, [0.0, 6.0], steps=steps, **settings).y1)
+
+
+def _peak(settings: dict, steps: int, device: torch.device, batch: int = 16) -> int:
+    """Peak memory of one forward + backward pass of :func:`_memory_step` (module docstring)."""
+    if device.type == "cuda":
+        return cuda_peak_of(_memory_step(settings, steps, device, batch))
+    case = {"settings": settings, "steps": steps, "batch": batch}
+    return peak_rss_in_subprocess("benchmarks.suite", case, release_freed=True)
 
 
 def memory_time(device: torch.device, repeats: int) -> dict:
@@ -155,16 +171,58 @@ def memory_time(device: torch.device, repeats: int) -> dict:
 
 def memory(device: torch.device) -> dict:
     rows = {}
-    for config in MEMORY_CONFIGS:
-        peaks = {}
-        for steps in (8, 64):
-            if device.type == "cuda":
-                peaks[steps] = cuda_peak_of(_memory_step(MEMORY_CONFIGS[config], steps, device))
-            else:
-                case = {"config": config, "steps": steps}
-                peaks[steps] = peak_rss_in_subprocess("benchmarks.suite", case, release_freed=True)
+    for config, settings in MEMORY_CONFIGS.items():
+        peaks = {steps: _peak(settings, steps, device) for steps in (8, 64)}
         rows[config] = {"peak 8": peaks[8], "peak 64": peaks[64], "ratio": peaks[64] / peaks[8]}
     return rows
+
+
+def pareto(
+    device: torch.device, repeats: int, steps_list: tuple[int, ...] = PARETO_STEPS, batch: int = PARETO_BATCH
+) -> dict:
+    """Section 3b: for each number of Euler steps ``N``, each budget's steps recomputed per step, and its time and
+    peak memory of forward + backward over backprop's (times round-robin, memory as in section 3)."""
+    table = {}
+    for steps in steps_list:
+        configs = {"backprop": dict(method="euler")}
+        for budget in sorted({*PARETO_BUDGETS, steps - 1}):
+            configs[f"checkpoints={budget}"] = dict(method="euler", adjoint="checkpoint", checkpoints=budget)
+        configs["checkpoints=None (halving)"] = dict(method="euler", adjoint="checkpoint")
+        passes = {config: _memory_step(settings, steps, device, batch) for config, settings in configs.items()}
+        times = paired_ratios(passes, "backprop", repeats=repeats, warmup=1)
+        peaks = {config: _peak(settings, steps, device, batch) for config, settings in configs.items()}
+        table[steps] = {
+            config: {
+                "recomputed per step": _recomputed_per_step(settings, steps),
+                "time vs backprop": times.get(config, 1.0),
+                "memory vs backprop": peaks[config] / peaks["backprop"],
+                "peak": peaks[config],
+            }
+            for config, settings in configs.items()
+        }
+    return table
+
+
+def _recomputed_per_step(settings: dict, steps: int) -> float:
+    """``stats.nfe_backward / stats.nfe`` of ``settings``: a property of the schedule, counted on a tiny field."""
+    field, x = _problem(8, 4, 1, 6, torch.device("cpu"), num_sets=1)
+    solution = solve(field, x, [0.0, 6.0], steps=steps, **settings)
+    solution.y1.sum().backward()
+    return solution.stats.nfe_backward / solution.stats.nfe
+
+
+def _print_pareto(table: dict, batch: int = PARETO_BATCH) -> None:
+    print(
+        f"3b. checkpointing's memory/time trade-off: Euler on [0, 6], 6 layers, d=128, 64 tokens, batch {batch}; "
+        "forward + backward over backprop's"
+    )
+    for steps, rows in table.items():
+        print(f"   N={steps:<4} {'':<27} recomputed/step   time  memory")
+        for config, row in rows.items():
+            print(
+                f"            {config:<27} {row['recomputed per step']:>15.2f} {row['time vs backprop']:>6.2f}x "
+                f"{row['memory vs backprop']:>6.3f}x ({row['peak'] / 2**20:.0f} MiB)"
+            )
 
 
 def adaptive(device: torch.device) -> dict:
@@ -229,7 +287,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.memory_case:  # one step in this fresh process; print the bytes it needed
         case = json.loads(args.memory_case)
-        step = _memory_step(MEMORY_CONFIGS[case["config"]], case["steps"], torch.device("cpu"))
+        step = _memory_step(case["settings"], case["steps"], torch.device("cpu"), case["batch"])
         print(rss_growth_of(step, warmup=True))
         return
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -265,6 +323,9 @@ def main() -> None:
         target = "" if config.startswith("backprop") else f" [{_verdict(row['ratio'] <= 1.2)}: <= 1.2x]"
         mib = f"{row['peak 8'] / 2**20:.0f} -> {row['peak 64'] / 2**20:.0f} MiB"
         print(f"   {config:<28} {row['ratio']:.2f}x ({mib}){target}; time {row['time vs backprop']:.2f}x")
+
+    results["pareto"] = trade_off = pareto(device, max(3, repeats // 4))
+    _print_pareto(trade_off)
 
     results["transevolve"] = te = _transevolve(device)
     if te:

@@ -14,7 +14,7 @@ and only then do these save their inputs. Two schedules, each keeping one step's
 * **Binomial** (``checkpoints=c``; Griewank 1992; Griewank & Walther 2000, revolve): ``c`` states at most.
   Writing ``β(c, r) = C(c + r, c)`` and ``r`` for the least integer with ``N <= β(c, r)``, backward
   recomputes each step at most ``r`` times and ``r N - β(c + 1, r - 1)`` steps in all, the fewest of any
-  schedule that keeps ``c`` states (Griewank & Walther 2000, Prop. 1). Recursively: the first ``m`` steps
+  schedule that keeps ``c`` states (Griewank & Walther 2000). Recursively: the first ``m`` steps
   run under a checkpoint, which keeps the input; the other ``N - m`` are reversed with ``c - 1`` states
   left, then the first ``m`` are recomputed and reversed with ``c``. That costs ``m + T(m, c) + T(N - m, c - 1)``
   steps, which is ``T(N, c) = r N - β(c + 1, r - 1)`` when the first part fits one fewer repetition and the
