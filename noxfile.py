@@ -149,7 +149,7 @@ def tests_tpu(session: nox.Session) -> None:
         env["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_backend_optimization_level=0".strip()
         # torch_xla's eager mode: each op is compiled once per shape and run at once, instead of tracing a
         # whole solve (hundreds of steps) into one graph that is compiled anew for every new grid or shape.
-        # The suite runs about 10x faster so; the ops and their lowerings are the same.
+        # Far faster (tests/test_transevolve.py: 29 min traced, 9 s eager); the ops and their lowerings are the same.
         env["NEURALODE_TF_XLA_EAGER"] = "1"
     session.log(f"PJRT_DEVICE={pjrt}")
     # Fail early, with a short message, if torch_xla cannot run at all here.
