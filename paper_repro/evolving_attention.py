@@ -13,9 +13,9 @@
 #
 # | claim | paper | status here |
 # |---|---|---|
-# | Table 5: parameters of Transformer-Lite / -Base and their EA versions | 2.48M → 2.49M; 44.14M → 44.15M | **exact** |
-# | Table 5: FLOPs on a 30 + 30-token pair | 158.31M → 163.46M; 2.68G → 2.70G | **exact** for vanilla Base (2.68G); vanilla Lite 157.82M, 0.31% under (HAT's profiler also counts norms and element-wise products); EA overhead compared |
-# | Table 2: ImageNet ablations (AA-ResNet-34) | EA +0.9; w/o conv, w/o skip ≈ vanilla; 1x1 < 3x3 ≈ 5x5 | **reduced**: ViT on digits |
+# | Table 5: parameters of Transformer-Lite / -Base and their EA versions | 2.48M → 2.49M; 44.14M → 44.15M | **exact** (EA convolutions in all three attentions, §4.3) |
+# | Table 5: FLOPs on a 30 + 30-token pair | 158.31M → 163.46M; 2.68G → 2.70G | **exact** for vanilla Base (2.68G); vanilla Lite 157.82M, 0.31% under (HAT's profiler also counts norms and element-wise products); EA: **disagrees** (191.17M, 2.84G; the discrete network 176.49M, 2.69G) |
+# | Table 2: ImageNet ablations (AA-ResNet-34) | EA +0.9; w/o conv, w/o skip ≈ vanilla; 1x1 < 5x5 < 3x3 (top-1) | **reduced**: ViT on digits (5x5 best here: disagrees) |
 # | Table 4: GLUE ablations (BERT-Base, CoLA) | EA +3.2; w/o conv −6.3, w/o skip −5.5 vs vanilla | **reduced**: text classifier on tweets |
 # | Table 6: translation ablations (IWSLT'14 De-En) | EA +0.6 BLEU; 1x1 below vanilla | **not here** (no offline parallel corpus) |
 # | Fig. 4 / §5.1: EA attention maps are sharper | qualitative | **reduced**: mean row entropy (tutorial 05) |
@@ -29,11 +29,7 @@
 import json
 import os
 import time
-import warnings
 from pathlib import Path
-
-warnings.filterwarnings("ignore", category=FutureWarning)
-warnings.filterwarnings("ignore", category=UserWarning)
 
 FULL = os.environ.get("NEURALODE_TF_FULL", "0") == "1"
 T_START = time.perf_counter()
@@ -57,7 +53,9 @@ print(f"neuralode_tf {neuralode_tf.__version__}, torch {torch.__version__}, FULL
 # Parameters without embeddings and the output softmax; FLOPs of one 30-token source and target pair,
 # matrix products, attention and convolutions counted by `neuralode_tf.flops.seq2seq_flops` from explicit
 # formulas (2 per multiply-add, the same on every torch build), the
-# output projection left out. EA convolutions in the encoder, 8 heads, 3x3 (§4.3).
+# output projection left out. The EA models are the paper's (§4.3): 3x3 convolutions over the 8 heads'
+# maps in the encoder self-attention, the decoder self-attention and the encoder-decoder attention,
+# β = 0.1; skip connections in the encoder only, α = 0.1 (Lite) or 0.5 (Base), α = 0 in the decoder.
 
 
 # %%
@@ -73,12 +71,18 @@ for name, (p0, p1, f0, f1) in table5.items():
     print(
         f"      EA adds {p1 - p0:,} parameters and {100 * (f1 / f0 - 1):.1f}% FLOPs (paper: +{100 * (g1 / g0 - 1):.1f}%)"
     )
-    assert p1 - p0 == 6 * (8 * 8 * 9 + 8)  # six encoder convolutions, 8 -> 8 channels, 3x3, with bias
-    assert abs(p0 - q0) <= 0.005e6 and abs(p1 - q1) <= 0.006e6  # the paper's counts, to the digits it prints
-    assert abs(f0 - g0) / g0 < 0.0035  # Base rounds to the paper's 2.68G; Lite is 0.31% under 158.31M
+    assert p1 - p0 == 18 * (8 * 8 * 9 + 8)  # 18 convolutions (3 attentions x 6 layers), 8 -> 8 channels, 3x3
+    assert (round(p0 / 1e6, 2), round(p1 / 1e6, 2)) == (q0 / 1e6, q1 / 1e6)  # the paper's counts, as it prints them
+assert round(table5["Base"][2] / 1e9, 2) == 2.68  # the paper's 2.68G, at its printed precision
+assert round(100 * (158.31e6 - table5["Lite"][2]) / 158.31e6, 2) == 0.31  # Lite: 0.31% under 158.31M
+convolutions = 18 * 2 * 8 * 30 * 30 * 8 * 9  # on the 30 x 30 maps
+discrete = {name: f0 + convolutions for name, (_, _, f0, _) in table5.items()}  # without the initial maps A^0
 print(
-    "disagrees: our EA FLOP overhead is larger than the paper's; the convolutions alone add about the paper's "
-    "figure, and the ODE form computes the first block's scores once more, for its initial logit map"
+    f"disagrees: EA FLOPs {table5['Lite'][3] / 1e6:.2f}M and {table5['Base'][3] / 1e9:.2f}G, against the paper's "
+    f"163.46M and 2.70G. The discrete network's are {discrete['Lite'] / 1e6:.2f}M and {discrete['Base'] / 1e9:.2f}G: "
+    f"its convolutions add {100 * convolutions / table5['Lite'][2]:.1f}% to Lite (paper +3.3%) and "
+    f"{100 * convolutions / table5['Base'][2]:.1f}% to Base (paper +0.7%); the ODE form also computes the initial "
+    "logit maps of the first layers' evolving branches once more"
 )
 
 # %% [markdown]
@@ -112,11 +116,15 @@ for variant, (imagenet, cola) in paper_ablations.items():
 assert all(row["runs"] == 3 and row["non_finite"] == 0 for table in recorded.values() for row in table.values())
 digits = {variant: row["mean"] for variant, row in recorded["ea_digits_vit"].items()}
 tweets = {variant: row["mean"] for variant, row in recorded["ea_tweets_text"].items()}
-# Digits follow the paper's ordering: EA above vanilla, each ablation below EA, 5x5 competitive with 3x3.
+# Digits follow the paper's ordering except for 5x5: EA above vanilla; no convolution, no skip and 1x1 below EA.
 assert digits["ea"] > digits["vanilla"]
 assert all(digits[v] < digits["ea"] for v in ("no_convolution", "no_skip", "kernel_1x1"))
-assert digits["kernel_5x5"] >= digits["ea"]
-assert min(digits, key=digits.get) == "no_convolution"  # the convolution matters most (paper: Tables 2, 4)
+assert min(digits, key=digits.get) == "no_convolution"  # as CoLA (Table 4); ImageNet has w/o skip 0.05 lower
+assert digits["kernel_5x5"] > digits["ea"]
+print(
+    f"disagrees with the paper: 5x5 kernels are best on digits ({digits['kernel_5x5']:.1f}% against 3x3's "
+    f"{digits['ea']:.1f}%); the paper has 3x3 above 5x5 (ImageNet top-1 75.23 vs 75.12, CoLA 61.6 vs 59.2)"
+)
 spread = recorded["ea_digits_vit"]["ea"]["std"]
 print(f"digits: EA - vanilla = {digits['ea'] - digits['vanilla']:+.1f} points, within one std ({spread:.1f})")
 print(

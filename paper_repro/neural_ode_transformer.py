@@ -52,14 +52,10 @@ import os
 import pickle
 import shutil
 import time
-import warnings
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, replace
 from multiprocessing import get_context
 from pathlib import Path
-
-warnings.filterwarnings("ignore", category=FutureWarning)
-warnings.filterwarnings("ignore", category=UserWarning)
 
 FULL = os.environ.get("NEURALODE_TF_FULL", "0") == "1"
 T_START = time.perf_counter()

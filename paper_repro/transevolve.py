@@ -7,12 +7,13 @@
 # layers, in one block of depth 6 or two blocks of depth 3. Each claim below is marked:
 #
 # * **exact**: reproduced here digit for digit (counts, identities);
+# * **approximate**: reproduced to within a stated gap, which is explained;
 # * **reduced**: reproduced qualitatively at reduced scale on an offline stand-in;
 # * **not here**: needs the paper's data or hardware; the full command is given.
 #
 # | claim | paper | status here |
 # |---|---|---|
-# | Table 2: parameters of Transformer-base and the four variants, $d=512$, 6+6 layers | 65M; 27 / 33 / 53 / 59M | **exact** (model construction) |
+# | Table 2: parameters of Transformer-base and the four variants, $d=512$, 6+6 layers | 65M; 27 / 33 / 53 / 59M | **approximate**: 60.5M; 27.5 / 33.8 / 52.6 / 58.9M (no configuration gives all five) |
 # | Table 2: BLEU on WMT En-De / En-Fr | fullFF-2 ≈ Transformer, randomFF lower | **reduced**: a sequence-reversal toy task |
 # | Table 4: speed over Transformer at 1k-4k tokens | 1.0-1.2x | **reduced**: CPU, one block vs six SDPA blocks (`benchmarks/transevolve.py`) |
 # | Table 4: ListOps accuracy | Transformer 36.4, rFF-1 43.2, rFF-2 39.1, fFF-1 42.2, fFF-2 37.8 | **reduced**: our ListOps generator, lengths 16-128 |
@@ -28,11 +29,7 @@
 import json
 import os
 import time
-import warnings
 from pathlib import Path
-
-warnings.filterwarnings("ignore", category=FutureWarning)
-warnings.filterwarnings("ignore", category=UserWarning)
 
 FULL = os.environ.get("NEURALODE_TF_FULL", "0") == "1"
 SEEDS = (0, 1, 2) if FULL else (0,)
@@ -53,20 +50,28 @@ torch.set_num_threads(1)
 print(f"neuralode_tf {neuralode_tf.__version__}, torch {torch.__version__}, FULL={FULL}")
 
 # %% [markdown]
-# ## Table 2: parameter counts (exact)
+# ## Table 2: parameter counts (approximate)
 #
-# $d = 512$, 8 heads, 6 + 6 layers, one 32k vocabulary tied three ways. The paper's 65M for the
-# Transformer is Vaswani et al.'s, with a 37k vocabulary: with it, ours is 63.1M.
+# $d = 512$, 8 heads, 6 + 6 layers, one 32k vocabulary tied three ways, the official code's shapes
+# ($D = d + H t = 1024$). randomFF-1, fullFF-1 and fullFF-2 round to the paper's figures; randomFF-2
+# (33.8M) does not, and no vocabulary, embedding tying, bias or LayerNorm fixes it: these add the same
+# to every variant, and fullFF-1 exceeds randomFF-2 by 18.86M where 53M and 33M need more than 19M
+# (derivation in `table2_parameter_counts`). The paper's 65M for the Transformer is Vaswani et al.'s,
+# with a 37k vocabulary: with it, ours is 63.1M (-2.9%).
 
 # %%
 counts = table2_parameter_counts()
 paper_counts = {"Transformer-base": 65, "randomFF-1": 27, "randomFF-2": 33, "fullFF-1": 53, "fullFF-2": 59}
-print(f"{'model':<17} {'ours':>8} {'paper':>6}")
+print(f"{'model':<17} {'ours':>8} {'paper':>6} {'gap':>7}")
 for name, count in counts.items():
-    print(f"{name:<17} {count / 1e6:>7.2f}M {paper_counts[name]:>5}M")
+    gap = 100 * (count / 1e6 - paper_counts[name]) / paper_counts[name]
+    print(f"{name:<17} {count / 1e6:>7.2f}M {paper_counts[name]:>5}M {gap:>+6.1f}%")
 with_37k = table2_parameter_counts(37000)["Transformer-base"]
 print(f"Transformer-base with Vaswani et al.'s 37k vocabulary: {with_37k / 1e6:.2f}M")
 assert all(abs(counts[name] / 1e6 - paper_counts[name]) <= 1 for name in TRANSEVOLVE_VARIANTS)
+rounded_apart = [name for name in counts if round(counts[name] / 1e6) != paper_counts[name]]
+assert rounded_apart == ["Transformer-base", "randomFF-2"]
+assert counts["fullFF-1"] - counts["randomFF-2"] < 19e6  # why no single vocabulary rounds both to 53M and 33M
 assert (
     counts["randomFF-1"] < counts["randomFF-2"] < counts["fullFF-1"] < counts["fullFF-2"] < counts["Transformer-base"]
 )

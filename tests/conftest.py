@@ -13,6 +13,9 @@ Every test declares where it can run:
 A test that does neither is a collection error. Under a device session, the end of the run prints
 how many tests ran on the device.
 
+With ``NEURALODE_TF_XLA_EAGER=1`` (set by ``tests_tpu`` on XLA's CPU backend) torch_xla runs in eager
+mode: every op is compiled once per shape and run at once, rather than traced into whole-solve graphs.
+
 Property-based tests (Hypothesis) use the profile named by ``HYPOTHESIS_PROFILE``: ``ci`` (the default: few
 examples, derandomised, so the suite stays quick and reproducible) or ``thorough`` (many random examples;
 ``nox -s fuzz``).

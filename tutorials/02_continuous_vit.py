@@ -21,11 +21,6 @@
 # %%
 import os
 import time
-import warnings
-
-warnings.filterwarnings("ignore", category=DeprecationWarning)
-warnings.filterwarnings("ignore", category=FutureWarning)
-warnings.filterwarnings("ignore", category=UserWarning)
 
 FULL = os.environ.get("NEURALODE_TF_FULL", "0") == "1"
 T_START = time.perf_counter()
