@@ -115,7 +115,8 @@ def run(weight: float, inner_residuals: bool = True, seed: int = 0) -> tuple[dic
 results = {weight: run(weight) for weight in LAMBDAS}
 for weight, (result, _) in results.items():
     print(f"λ = {weight:<5}: test accuracy {100 * result['test_accuracy']:.1f}%  ({result['parameters']:,} parameters)")
-assert all(result["test_accuracy"] >= 0.85 for weight, (result, _) in results.items() if weight <= 1.0)
+# Every model with λ ≤ 1 learns the 10 digit classes: at least 75% after 10 epochs (seed 0).
+assert all(result["test_accuracy"] >= 0.75 for weight, (result, _) in results.items() if weight <= 1.0)
 
 # %% [markdown]
 # ## 3. Token trajectories and kinetic energy, in both conventions
@@ -240,15 +241,15 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# A straighter flow is integrated accurately by fewer Euler steps, so the regularised models lose
-# less accuracy than the unregularised one when evaluated with fewer steps than they were trained
-# with. Checked: going from 20 to 4 steps, the models with λ = 1 and the largest λ lose fewer points
-# than the model with λ = 0.
+# A straighter flow should be integrated accurately by fewer Euler steps, so one might expect the
+# regularised models to lose less accuracy than the unregularised one when evaluated with fewer steps
+# than they were trained with. One seed cannot decide that: a qualitative comparison needs at least three
+# seeds and the two-standard-error rule (`paper_repro/ot_transformer` judges Table 5 that way over the
+# recorded 3-seed runs, and finds it inconclusive on digits). The points lost are printed here, not claimed.
 
 # %%
 drop = {weight: 100 * (sweeps[weight][20] - sweeps[weight][4]) for weight in LAMBDAS}
 print("accuracy lost going from 20 to 4 steps (points): " + ", ".join(f"λ={w}: {d:.1f}" for w, d in drop.items()))
-assert drop[1.0] < drop[0.0] and drop[LAMBDAS[-1]] < drop[0.0]
 
 # %%
 # NBVAL_IGNORE_OUTPUT
