@@ -52,6 +52,7 @@ import os
 import pickle
 import shutil
 import time
+import warnings
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, replace
 from multiprocessing import get_context
@@ -67,7 +68,15 @@ import torch
 
 import neuralode_tf
 from neuralode_tf.models import VIT_PRESETS, vit_preset
-from neuralode_tf.train import PRESETS, TrainConfig, apply_overrides, compare_variants, summarize, train
+from neuralode_tf.train import (
+    PRESETS,
+    ScheduleWarning,
+    TrainConfig,
+    apply_overrides,
+    compare_variants,
+    summarize,
+    train,
+)
 
 torch.set_num_threads(1)  # bit-for-bit reproducible reductions
 WORKERS = min(2, os.cpu_count() or 1)
@@ -186,7 +195,9 @@ for name, options in [("sequential", {"field": "split"}), ("parallel", {}), ("pa
                 x = x + (k1 + 2 * k2 + 2 * k3 + k4) / 6
     gaps[name] = (x - x1).abs().max().item() / x1.abs().max().item()
     nfe[name] = model.encoder.stats.nfe
-    print(f"{name:<15} {model.encoder.solve_kwargs['method']:>11}: relative gap {gaps[name]:.0e}, {nfe[name]} evaluations")
+    print(
+        f"{name:<15} {model.encoder.solve_kwargs['method']:>11}: relative gap {gaps[name]:.0e}, {nfe[name]} evaluations"
+    )
 layer_sets = [model.encoder.field.index(m) for m in range(12)]
 print("parameter set of layers 0-11 with num_sets=3:", layer_sets)
 assert max(gaps.values()) < 1e-5
@@ -231,12 +242,7 @@ EXPERIMENTS = {  # group -> (settings, {variant: model overrides})
     ),
 }
 # one job per (group, variant, seed); the RK4 runs (3-4x the cost of an Euler run) go first
-jobs = [
-    (group, name, seed)
-    for group, (_, variants) in EXPERIMENTS.items()
-    for name in variants
-    for seed in SEEDS
-]
+jobs = [(group, name, seed) for group, (_, variants) in EXPERIMENTS.items() for name in variants for seed in SEEDS]
 jobs.sort(key=lambda job: "rk4" not in job[1])
 
 
@@ -262,9 +268,13 @@ results = {
 for group, (_, variants) in EXPERIMENTS.items():
     for name in variants:
         entry = results[group][name]
-        per_seed = sorted((r["seed"], 100 * r["test_accuracy"]) for r in rows if r["variant"] == name and r["group"] == group)
+        per_seed = sorted(
+            (r["seed"], 100 * r["test_accuracy"]) for r in rows if r["variant"] == name and r["group"] == group
+        )
         seeds_text = ", ".join(f"{a:.1f}" for _, a in per_seed)
-        print(f"{group:<7} {name:<14} {entry['parameters']:>8,} parameters  {entry['mean']:5.1f} ± {entry['std']:3.1f}%  ({seeds_text})")
+        print(
+            f"{group:<7} {name:<14} {entry['parameters']:>8,} parameters  {entry['mean']:5.1f} ± {entry['std']:3.1f}%  ({seeds_text})"
+        )
 
 # %% [markdown]
 # How we read a comparison: the difference of the means $\Delta$ against its standard error
@@ -320,12 +330,16 @@ assert table1["sequential_12"]["parameters"] == table1["parallel_12"]["parameter
 sweep = [table1[f"parallel_{k}"] for k in SETS]
 print(f"{'sets':>4} {'params':>8} {'ours':>13}   paper (CIFAR-100)")
 for k, entry in zip(SETS, sweep):
-    print(f"{k:>4} {entry['parameters']:>8,} {entry['mean']:5.1f} ± {entry['std']:3.1f}%   {PAPER[k][0]}M  {PAPER[k][1]:.2f}%")
+    print(
+        f"{k:>4} {entry['parameters']:>8,} {entry['mean']:5.1f} ± {entry['std']:3.1f}%   {PAPER[k][0]}M  {PAPER[k][1]:.2f}%"
+    )
 rho = spearman(SETS, [entry["mean"] for entry in sweep])
 delta, error, verdict = compare(table1["parallel_12"], table1["parallel_1"])
 verdicts["C4 12 sets vs 1 set"] = verdict
 inversions = [(a, b) for (a, ea), (b, eb) in zip(zip(SETS, sweep), zip(SETS[1:], sweep[1:])) if eb["mean"] > ea["mean"]]
-print(f"Spearman correlation of sets and mean accuracy: ours {rho:.2f}, paper {spearman(SETS, [PAPER[k][1] for k in SETS]):.2f}")
+print(
+    f"Spearman correlation of sets and mean accuracy: ours {rho:.2f}, paper {spearman(SETS, [PAPER[k][1] for k in SETS]):.2f}"
+)
 print(f"12 sets - 1 set: {delta:+.1f} ± {error:.1f} points ({verdict}); paper {PAPER[12][1] - PAPER[1][1]:+.1f}")
 print("neighbours where fewer sets scored higher:", ", ".join(f"{b} over {a}" for a, b in inversions) or "none")
 params = [entry["parameters"] for entry in sweep]
@@ -351,7 +365,9 @@ def steps_nfe(group: str, name: str) -> float:
 
 
 nfe_ratio = steps_nfe("preset", "parallel_rk4") / steps_nfe("preset", "parallel")
-print(f"Euler {euler['mean']:.1f} ± {euler['std']:.1f}%, RK4 {rk4['mean']:.1f} ± {rk4['std']:.1f}% ({nfe_ratio:.0f}x the evaluations)")
+print(
+    f"Euler {euler['mean']:.1f} ± {euler['std']:.1f}%, RK4 {rk4['mean']:.1f} ± {rk4['std']:.1f}% ({nfe_ratio:.0f}x the evaluations)"
+)
 print(f"RK4 - Euler = {delta:+.1f} ± {error:.1f} points: {verdict}; paper {PAPER_RK4 - PAPER[12][1]:+.2f} points")
 assert euler["parameters"] == rk4["parameters"] and nfe_ratio == 4
 
@@ -366,7 +382,12 @@ assert euler["parameters"] == rk4["parameters"] and nfe_ratio == 4
 lines = [
     ("C3 sequential, 12 layers, 12 sets", f"{PAPER_SEQUENTIAL:.2f}%", "5.5M", table1["sequential_12"]),
     *[
-        (f"C3/C4 parallel, 12 layers, {k} set{'s' * (k > 1)}", f"{PAPER[k][1]:.2f}%", f"{PAPER[k][0]}M", table1[f"parallel_{k}"])
+        (
+            f"C3/C4 parallel, 12 layers, {k} set{'s' * (k > 1)}",
+            f"{PAPER[k][1]:.2f}%",
+            f"{PAPER[k][0]}M",
+            table1[f"parallel_{k}"],
+        )
         for k in SETS
     ],
     ("C3 sequential, preset (4 layers)", f"{PAPER_SEQUENTIAL:.2f}%", "5.5M", preset["sequential"]),
@@ -461,7 +482,8 @@ for row in ROWS.values():
 # A smoke test of the parallel 12-set command, as the command line would parse it (`apply_overrides`), on a
 # fake `cifar-100-python/` folder of 64 random 32x32 images (one training step on CPU, batch 16): the data
 # loader, the model and the loop accept the configuration, and the model has the 5,380,132 parameters of
-# `vit_preset("deit_tiny_cifar100", field="parallel")`.
+# `vit_preset("deit_tiny_cifar100", field="parallel")`. The library's `ScheduleWarning` about the warm-up is
+# expected there, and shown.
 
 # %%
 fake = WORK / "fake_cifar" / "cifar-100-python"
@@ -483,8 +505,15 @@ smoke = replace(
     progress=False,
     data={**config.data, "root": str(fake.parent)},
 )
-result = train(smoke)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always", ScheduleWarning)
+    result = train(smoke)
 print(f"one step on fake CIFAR-100: {result['parameters']:,} parameters, {result['steps']} step")
+# On the fake folder an epoch is 3 steps, so the warm-up meant for CIFAR-100's 50,000 images outlasts the
+# 300 epochs, and the library says so; on the real data it fits.
+schedule = [str(w.message) for w in caught if issubclass(w.category, ScheduleWarning)]
+print("ScheduleWarning:", *schedule)
+assert len(schedule) == 1 and "longer than the run" in schedule[0]
 assert result["parameters"] == counts["deit_tiny_cifar100", "parallel", 12] == 5_380_132
 
 # %%
