@@ -442,19 +442,22 @@ def _normalised(state: EvolvingAttentionState, weighted_sum: Tensor, bias: Tenso
     """``numerator / denominator`` from the columns of ``weighted_sum = P [e^b ⊙ V, e^b, 0...]``.
 
     If a row's denominator fell below ``tiny / eps`` of the dtype (its keys' ``e^b`` underflowed, e.g. a
-    causal row that cannot see the largest-bias key when ``b`` spans more than ~80), the evaluation is
-    recomputed as a plain softmax of ``A0 + b``; the check reads one boolean on the host.
+    causal row that cannot see the largest-bias key when ``b`` spans more than ~80), that row, and only
+    that row, is recomputed as a plain softmax of ``A0 + b``: the other rows, and so the other samples of
+    the batch, keep their own result to the last bit. The check reads one boolean on the host.
     """
     width = values.shape[-1]
     numerator, denominator = weighted_sum[..., :width], weighted_sum[..., width : width + 1]
     info = torch.finfo(denominator.dtype)
-    if bool((denominator < info.tiny / info.eps).any()):
-        scores = state.queries @ state.keys.transpose(-1, -2)
-        allowed = state.allowed
-        if allowed is None and state.causal:
-            allowed = _allowed(None, True, scores.shape[-2], scores.device)
-        return _softmax_apply(scores + bias[..., None, :], allowed, values)
-    return numerator / denominator
+    underflow = denominator < info.tiny / info.eps
+    if not bool(underflow.any()):
+        return numerator / denominator
+    scores = state.queries @ state.keys.transpose(-1, -2)
+    allowed = state.allowed
+    if allowed is None and state.causal:
+        allowed = _allowed(None, True, scores.shape[-2], scores.device)
+    softmax = _softmax_apply(scores + bias[..., None, :], allowed, values)
+    return torch.where(underflow, softmax, numerator / denominator.masked_fill(underflow, 1.0))
 
 
 def _factored(state: EvolvingAttentionState, signal: Tensor, values: Tensor) -> Tensor:
