@@ -35,8 +35,8 @@ def backward_grads(loss: torch.Tensor, leaves: list[torch.Tensor]) -> tuple[torc
     return grads
 
 
-def skip_torchode_backprop_on_xla(device: torch.device, settings: dict) -> None:
-    """Skip on XLA when ``solve(**settings)`` would differentiate through torchode's steps (adjoint="backprop").
+def torchode_backprop_on_xla(device: torch.device, settings: dict) -> bool:
+    """Whether ``solve(**settings)`` on ``device`` differentiates through torchode's steps on XLA, which fails.
 
     torchode's Runge-Kutta step writes each stage into one tensor, ``k[i] = f(..., einsum(a, k[:i]))``;
     torch_xla's einsum saves the slice ``k[:i]`` for backward, so the next write fails autograd's version
@@ -45,11 +45,16 @@ def skip_torchode_backprop_on_xla(device: torch.device, settings: dict) -> None:
     from neuralode_tf.numerics import methods, resolve_backend
 
     if device.type != "xla" or settings.get("adjoint", "backprop") != "backprop":
-        return
+        return False
     if settings["method"] not in methods("torchode"):
-        return
-    options = {k: settings[k] for k in ("substep", "per_sample") if k in settings}
-    if resolve_backend(None, settings["method"], settings.get("backend", "auto"), **options) == "torchode":
+        return False
+    options = {k: settings[k] for k in ("substep", "per_sample") if settings.get(k) is not None}
+    return resolve_backend(None, settings["method"], settings.get("backend", "auto"), **options) == "torchode"
+
+
+def skip_torchode_backprop_on_xla(device: torch.device, settings: dict) -> None:
+    """Skip when :func:`torchode_backprop_on_xla`."""
+    if torchode_backprop_on_xla(device, settings):
         pytest.skip(
             "XLA: backprop through torchode's Runge-Kutta step is not supported (torch_xla's einsum saves the "
             "stage slice k[:i] that torchode then overwrites in place: 'modified by an inplace operation')"

@@ -36,10 +36,9 @@ from neuralode_tf.numerics import (
     SolveError,
     SolverConfigError,
     methods,
-    resolve_backend,
 )
 from neuralode_tf.numerics.torchdiffeq import ADAPTIVE_RK, OUTSIDE_AUTOGRAD, TOLERANCED_FIXED_GRID
-from tests._problems import backward_grads, skip_torchode_backprop_on_xla
+from tests._problems import backward_grads, skip_torchode_backprop_on_xla, torchode_backprop_on_xla
 
 LAMBDA, MU = -0.5, 0.8
 SPLITTING = ("lie_trotter", "strang")
@@ -261,7 +260,7 @@ def _check(case: Case, device: torch.device) -> None:
         exact = factors.reshape(-1, *[1] * x0.ndim) * x0.detach().double()
         scale = exact.abs().max().item() + 1e-3
         assert (y.double() - exact).abs().max().item() <= _bound(case, scale)
-    if case.requires_grad and not _torchode_backprop_on_xla(case, device):
+    if case.requires_grad and not torchode_backprop_on_xla(device, case.kwargs):  # gradients XLA cannot take
         leaves = list(y0) if case.tuple_state else [y0]
         grads = backward_grads(sum(y[-1].sum() for y in ys), leaves)
         final = factors[-1].item()
@@ -272,16 +271,6 @@ def _check(case: Case, device: torch.device) -> None:
         for grad in grads:
             error = (grad.double() - final).abs().max().item()
             assert math.isfinite(error) and (not resolved or error <= _bound(case, final))
-
-
-def _torchode_backprop_on_xla(case: Case, device: torch.device) -> bool:
-    """Gradients through torchode's steps are not checked on XLA, which cannot take them
-    (:func:`tests._problems.skip_torchode_backprop_on_xla`); the solution itself still is."""
-    kw = case.kwargs
-    if device.type != "xla" or kw["adjoint"] != "backprop":
-        return False
-    options = {k: kw[k] for k in ("per_sample",) if kw.get(k) is not None}
-    return resolve_backend(None, kw["method"], kw["backend"], **options) == "torchode"
 
 
 @given(case=cases(corrupt=False))
