@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import signal
@@ -239,6 +240,10 @@ def test_cli_compare_writes_the_table_and_the_sweep(tmp_path, capsys):
     assert "| baseline | 53,898 |" in table and "| ot | 14,666 |" in table and table == capsys.readouterr().out
     rows = json.loads((tmp_path / "rows.json").read_text())
     assert rows[0]["sweep"] is None and sorted(map(int, rows[1]["sweep"])) == [1, 2, 4, 8, 16, 20]
+    with open(tmp_path / "baseline" / "seed0" / "metrics.csv", newline="") as handle:
+        losses = [float(record["loss"]) for record in csv.DictReader(handle)]
+    assert len(losses) == 3 and rows[0]["curve"]["loss"] == [pytest.approx(sum(losses) / 3, rel=1e-12)]
+    assert len(rows[1]["curve"]["accuracy"]) == 1  # one epoch
 
 
 @pytest.mark.cpu_only("reads image files and counts blocks")

@@ -4,7 +4,7 @@
 from ._checkpoint import CheckpointError, RunFolderError, load_checkpoint
 from ._signals import TrainingInterrupted
 from ._validate import ScheduleWarning
-from .compare import compare_variants, markdown_table, step_sweep, summarize
+from .compare import compare_variants, learning_curve, markdown_table, step_sweep, summarize
 from .config import ConfigError, TrainConfig, apply_overrides, load_config
 from .loop import NonFiniteLossError, evaluate, train
 from .presets import EA_VARIANTS, OT_VARIANTS, PRESETS, TRANSEVOLVE_LISTOPS_VARIANTS, VARIANTS, Preset
@@ -32,6 +32,7 @@ __all__ = [
     "summarize",
     "markdown_table",
     "step_sweep",
+    "learning_curve",
     "Preset",
     "Task",
     "build_task",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import statistics
 from dataclasses import replace
@@ -18,7 +19,21 @@ from .loop import NonFiniteLossError, evaluate, train
 from .presets import PRESETS
 from .tasks import build_task
 
-__all__ = ["compare_variants", "summarize", "markdown_table", "step_sweep"]
+__all__ = ["compare_variants", "summarize", "markdown_table", "step_sweep", "learning_curve"]
+
+
+def learning_curve(run_dir: str | Path) -> dict[str, list[float]]:
+    """Per epoch, the mean training loss (the data-fitting term, without the transport cost) and accuracy
+    over the steps of a run's ``metrics.csv``."""
+    with open(Path(run_dir) / "metrics.csv", newline="") as handle:
+        records = list(csv.DictReader(handle))
+    epochs: dict[int, list[dict[str, str]]] = {}
+    for record in records:
+        epochs.setdefault(int(record["epoch"]), []).append(record)
+    return {
+        key: [statistics.fmean(float(r[key]) for r in group) for _, group in sorted(epochs.items())]
+        for key in ("loss", "accuracy")
+    }
 
 
 def compare_variants(
@@ -43,7 +58,8 @@ def compare_variants(
         **settings: Further :class:`TrainConfig` fields (``epochs``, ``max_steps``, ``progress``, ``data``, ...).
 
     Returns:
-        Rows ``{"variant", "seed", "parameters", "test_accuracy", "non_finite", "out_dir"}``.
+        Rows ``{"variant", "seed", "parameters", "test_accuracy", "non_finite", "out_dir", "curve"}``, where
+        ``curve`` is the run's :func:`learning_curve` (``None`` for a non-finite run).
     """
     base = replace(PRESETS[preset].config, **settings)
     rows = []
@@ -55,9 +71,10 @@ def compare_variants(
             try:
                 result = train(config)
                 row.update(parameters=result["parameters"], test_accuracy=result["test_accuracy"], non_finite=False)
+                row["curve"] = learning_curve(run_dir)
             except (NonFiniteLossError, NonFiniteStateError):
                 parameters = sum(p.numel() for p in build_task(config).model.parameters())
-                row.update(parameters=parameters, test_accuracy=None, non_finite=True)
+                row.update(parameters=parameters, test_accuracy=None, non_finite=True, curve=None)
             rows.append(row)
     return rows
 

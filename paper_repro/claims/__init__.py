@@ -1,0 +1,33 @@
+"""The claims ledgers of the four reproduced papers.
+
+One TOML ledger per paper (``<paper>.toml`` beside this file) lists every claim of every table and
+figure: where it is, the paper's value, ours, its class (exact, qualitative or not here), its verdict
+and the command that produced ours. Verdicts come from one rule (:mod:`._rule`); exact values are
+recomputed from the code by ``python -m paper_repro.claims``, whose ``--check`` fails when a stored
+entry is no longer what the code and the recordings give.
+
+The reproduction notebooks import this package (``import claims`` from ``paper_repro/``) to render
+their ledger and to judge their live reruns by the same rule.
+"""
+
+from ._ledger import PAPERS, Claim, Ledger, LedgerError, Outcome, Recording, load, recompute, stale
+from ._report import counts, summary, table
+from ._rule import Judgement, exact_verdict, two_standard_errors
+
+__all__ = [
+    "PAPERS",
+    "Claim",
+    "Judgement",
+    "Ledger",
+    "LedgerError",
+    "Outcome",
+    "Recording",
+    "counts",
+    "exact_verdict",
+    "load",
+    "recompute",
+    "stale",
+    "summary",
+    "table",
+    "two_standard_errors",
+]

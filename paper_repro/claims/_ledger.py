@@ -1,0 +1,195 @@
+"""A paper's ledger: its claims, read from ``<paper>.toml``, and their recomputation.
+
+Each ``[[claim]]`` has ``id``, ``where`` (table, figure or section), ``claim``, ``paper`` (the paper's
+value as printed), ``class`` and the stored ``ours`` and ``verdict``. By class:
+
+* ``exact``: ``compute`` names a function of ``_<paper>.py`` that returns our value as text at the
+  paper's printed precision; the verdict is :func:`~._rule.exact_verdict`.
+* ``qualitative``: ``a`` beats ``b``, judged by :func:`~._rule.two_standard_errors` on the per-seed
+  values of ``metric`` (``test_accuracy``, the final one; ``non_finite``; ``train_loss``, the last epoch's
+  mean; or ``sweep.K``, the test accuracy with K steps) in
+  ``recording`` (a ``[recordings.NAME]`` table: path, stand-in, date and command of a run too long for
+  CI); or on the two lists that the function named by ``samples`` returns.
+* ``not here``: needs the paper's data or hardware; ``command`` is the run that would produce ours.
+
+:func:`recompute` gives every claim's ``ours`` and verdict from the code and the recordings, so a
+stored entry that the code no longer supports is found by :func:`stale`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import _rule
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]  # the repository
+PAPERS = ("neural_ode_transformer", "transevolve", "evolving_attention", "ot_transformer")
+_REQUIRED = ("id", "where", "claim", "paper", "class", "ours", "verdict")
+_BY_CLASS = {"exact": ("compute",), "qualitative": ("a", "b"), "not here": ("command",)}
+
+
+class LedgerError(ValueError):
+    """A ledger entry that is malformed, or that names a recording or function that does not exist."""
+
+
+@dataclass(frozen=True)
+class Recording:
+    """Rows of ``neuralode-tf compare`` (or a benchmark), recorded by a run too long for CI."""
+
+    name: str
+    path: str  # relative to the repository
+    stand_in: str
+    date: str
+    command: str
+
+    def rows(self) -> list[dict]:
+        return json.loads((ROOT / self.path).read_text())
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    where: str
+    claim: str
+    paper: str
+    kind: str  # "exact", "qualitative" or "not here" (the TOML key is ``class``)
+    ours: str
+    verdict: str
+    note: str = ""
+    command: str = ""
+    compute: str = ""
+    recording: str = ""
+    samples: str = ""
+    a: str = ""
+    b: str = ""
+    metric: str = "test_accuracy"
+    metric_b: str = ""  # b's metric, when it is not a's (e.g. one model at two step counts)
+    higher_is_better: bool = True
+
+
+@dataclass
+class Ledger:
+    key: str  # the file's stem, which is also the notebook's
+    paper: str
+    reference: str
+    claims: list[Claim]
+    recordings: dict[str, Recording] = field(default_factory=dict)
+
+    @property
+    def path(self) -> Path:
+        return HERE / f"{self.key}.toml"
+
+
+def load(key: str) -> Ledger:
+    """Read and validate ``<key>.toml``."""
+    if key not in PAPERS:
+        raise LedgerError(f"no ledger {key!r}; the ledgers are {', '.join(PAPERS)}")
+    data = tomllib.loads((HERE / f"{key}.toml").read_text(encoding="utf-8"))
+    recordings = {name: Recording(name=name, **entry) for name, entry in data.get("recordings", {}).items()}
+    claims, seen = [], set()
+    for entry in data["claim"]:
+        missing = [k for k in (*_REQUIRED, *_BY_CLASS.get(entry.get("class"), ())) if k not in entry]
+        where = f"{key}.toml, claim {entry.get('id', '?')!r}"
+        if entry.get("class") not in _rule.VERDICTS:
+            raise LedgerError(f"{where}: class must be one of {list(_rule.VERDICTS)}, not {entry.get('class')!r}")
+        if missing:
+            raise LedgerError(f"{where}: missing {missing}")
+        if entry["id"] in seen:
+            raise LedgerError(f"{where}: duplicate id")
+        if entry["verdict"] not in _rule.VERDICTS[entry["class"]]:
+            raise LedgerError(f"{where}: verdict {entry['verdict']!r} is not one of {_rule.VERDICTS[entry['class']]}")
+        if entry["class"] == "qualitative" and bool(entry.get("recording")) == bool(entry.get("samples")):
+            raise LedgerError(f"{where}: a qualitative claim takes either `recording` or `samples`")
+        if entry.get("recording") and entry["recording"] not in recordings:
+            raise LedgerError(f"{where}: no [recordings.{entry['recording']}]")
+        seen.add(entry["id"])
+        claims.append(Claim(kind=entry.pop("class"), **entry))
+    return Ledger(key, data["paper"], data["reference"], claims, recordings)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    ours: str
+    verdict: str
+
+
+def _function(ledger: Ledger, name: str) -> Callable:
+    module = importlib.import_module(f".{'_' + ledger.key}", __package__)
+    if not hasattr(module, name):
+        raise LedgerError(f"{ledger.key}: _{ledger.key}.py has no function {name!r}")
+    return getattr(module, name)
+
+
+def _values(rows: list[dict], variant: str, metric: str) -> list[float]:
+    """Per-seed values of one variant: accuracies (%) of the finite runs, or the non-finite indicator."""
+    runs = [r for r in rows if r["variant"] == variant]
+    if not runs:
+        raise LedgerError(f"no runs of {variant!r} in the recording")
+    if metric == "non_finite":
+        return [float(r["non_finite"]) for r in runs]
+    finite = [r for r in runs if not r["non_finite"]]
+    if metric == "test_accuracy":
+        return [100 * r["test_accuracy"] for r in finite]
+    if metric == "train_loss":  # the last epoch's mean training loss (data-fitting term)
+        if not all(r.get("curve") for r in finite):
+            raise LedgerError(f"runs of {variant!r} have no learning curve: the recording predates them; rerun it")
+        return [r["curve"]["loss"][-1] for r in finite]
+    if metric.startswith("sweep."):
+        steps = metric.split(".", 1)[1]
+        return [100 * {str(k): v for k, v in r["sweep"].items()}[steps] for r in finite]
+    raise LedgerError(f"unknown metric {metric!r}")
+
+
+def _signed(x: float, digits: int) -> str:
+    text = f"{x:+.{digits}f}"
+    return text[1:] if float(text) == 0 else text  # no "+0.0" or "-0.0"
+
+
+def recompute(ledger: Ledger, claim: Claim, rows: list[dict] | None = None) -> Outcome:
+    """Our value and verdict, from the code (exact), the recording or ``rows`` (qualitative)."""
+    if claim.kind == "not here":
+        return Outcome(claim.ours, _rule.NOT_HERE)
+    if claim.kind == "exact":
+        ours = str(_function(ledger, claim.compute)())
+        return Outcome(ours, _rule.exact_verdict(claim.paper, ours))
+    if claim.samples:
+        a, b = _function(ledger, claim.samples)()
+        label, unit, digits, count = "", "", 2, "samples"
+    else:
+        recording = ledger.recordings[claim.recording]
+        rows = recording.rows() if rows is None else rows
+        a, b = _values(rows, claim.a, claim.metric), _values(rows, claim.b, claim.metric_b or claim.metric)
+        label, count = f"{recording.stand_in}: ", "seeds"
+        digits, unit = {"non_finite": (2, " of runs non-finite"), "train_loss": (3, " training loss")}.get(
+            claim.metric, (1, " points")
+        )
+    judged = _rule.two_standard_errors(a, b, claim.higher_is_better)
+    ours = (
+        f"{label}{_signed(judged.difference, digits)} ± {judged.standard_error:.{digits}f}{unit} "
+        f"(se; {judged.seeds[0]} vs {judged.seeds[1]} {count})"
+    )
+    return Outcome(ours, judged.verdict)
+
+
+def stale(ledger: Ledger) -> list[str]:
+    """Claims whose stored ``ours`` or verdict is not what the code and recordings give now."""
+    problems = []
+    for claim in ledger.claims:
+        now = recompute(ledger, claim)
+        if (now.ours, now.verdict) != (claim.ours, claim.verdict):
+            problems.append(
+                f"{ledger.key}:{claim.id}: stored {claim.ours!r} ({claim.verdict}), "
+                f"recomputed {now.ours!r} ({now.verdict})"
+            )
+    return problems

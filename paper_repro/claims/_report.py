@@ -1,0 +1,76 @@
+"""Ledgers as text: one paper's table, the per-paper verdict counts, and the README's copy of them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from . import _rule
+from ._ledger import ROOT, Claim, Ledger, Outcome
+
+COLUMNS = (
+    ("exact matched", "exact", _rule.MATCHED),
+    ("exact differs", "exact", _rule.DIFFERS),
+    ("agrees", "qualitative", _rule.AGREES),
+    ("disagrees", "qualitative", _rule.DISAGREES),
+    ("inconclusive", "qualitative", _rule.INCONCLUSIVE),
+    ("not here", "not here", _rule.NOT_HERE),
+)
+README = ROOT / "README.md"
+_START, _END = "<!-- claims:start -->", "<!-- claims:end -->"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def source(ledger: Ledger, claim: Claim) -> str:
+    """Where ours comes from: the code, a recording (with its date and command) or a command to run."""
+    if claim.kind == "exact":
+        return f"computed: `python -m paper_repro.claims {ledger.key}`"
+    if claim.recording:
+        recording = ledger.recordings[claim.recording]
+        return f"recorded {recording.date}: `{recording.command}`"
+    if claim.samples:
+        return f"computed from `{claim.samples}`" + (f": `{claim.command}`" if claim.command else "")
+    return f"`{claim.command}`"
+
+
+def table(ledger: Ledger, outcomes: Iterable[Outcome] | None = None) -> str:
+    """The ledger as a markdown table (with ``outcomes``, the recomputed values instead of the stored)."""
+    rows = ["| id | where | claim | paper | ours | class | verdict | source |", "|---" * 8 + "|"]
+    outcomes = list(outcomes) if outcomes is not None else [Outcome(c.ours, c.verdict) for c in ledger.claims]
+    for claim, outcome in zip(ledger.claims, outcomes, strict=True):
+        cells = (claim.id, claim.where, claim.claim, claim.paper, outcome.ours, claim.kind, outcome.verdict)
+        rows.append("| " + " | ".join(_cell(c) for c in (*cells, source(ledger, claim))) + " |")
+    return "\n".join(rows)
+
+
+def counts(ledger: Ledger) -> dict[str, int]:
+    """How many of the ledger's stored verdicts fall in each column of :data:`COLUMNS`."""
+    return {
+        label: sum(c.kind == kind and c.verdict == verdict for c in ledger.claims) for label, kind, verdict in COLUMNS
+    }
+
+
+def summary(ledgers: Iterable[Ledger]) -> str:
+    """The per-paper verdict counts, as the README shows them."""
+    rows = ["| paper | claims | " + " | ".join(label for label, _, _ in COLUMNS) + " |", "|---" * 8 + "|"]
+    for ledger in ledgers:
+        n = counts(ledger)
+        name = f"[{ledger.paper}](paper_repro/claims/{ledger.key}.toml)"
+        rows.append(f"| {name} | {len(ledger.claims)} | " + " | ".join(str(n[label]) for label, _, _ in COLUMNS) + " |")
+    return "\n".join(rows)
+
+
+def readme_block() -> str:
+    """The README's copy of :func:`summary`, between its ``claims`` markers."""
+    text = README.read_text(encoding="utf-8")
+    if _START not in text or _END not in text:
+        raise ValueError(f"README.md has no {_START} ... {_END} block")
+    return text.split(_START, 1)[1].split(_END, 1)[0].strip()
+
+
+def write_readme_block(block: str) -> None:
+    text = README.read_text(encoding="utf-8")
+    head, rest = text.split(_START, 1)
+    README.write_text(f"{head}{_START}\n{block}\n{_END}{rest.split(_END, 1)[1]}", encoding="utf-8")
