@@ -4,7 +4,7 @@ Two ways to run them:
 
 * In an environment that is already provisioned (``pip install -e ".[all]"``), with ``--no-venv``::
 
-      nox --no-venv -s tests notebooks lint
+      nox --no-venv -s tests claims notebooks lint
 
   Nothing is installed; every tool runs with the interpreter nox itself runs under
   (``sys.executable -m ...``), so ``.venv/bin`` need not be on ``PATH``.
@@ -35,7 +35,7 @@ from pathlib import Path
 
 import nox
 
-nox.options.sessions = ["tests", "notebooks", "lint"]
+nox.options.sessions = ["tests", "claims", "notebooks", "lint"]
 nox.options.reuse_venv = "yes"
 
 ROOT = Path(__file__).resolve().parent
@@ -233,7 +233,7 @@ def tests_oldest(session: nox.Session) -> None:
 
     Builds an sdist and, from it, a wheel (so a file left out of either is missing here too), installs the
     wheel with the test and docs extras under ``-c constraints/oldest.txt``, checks that the installed
-    versions are the pins, and runs a copy of tests/ (with benchmarks/, which some tests import) from a
+    versions are the pins, and runs a copy of tests/ (with benchmarks/ and paper_repro/claims/, which some tests import) from a
     temporary folder, so that ``neuralode_tf`` can only be imported from site-packages. Then the docs and
     dev tools at their bounds: a small notebook through jupytext and nbval, ``nox --list`` and
     ``ruff check``. Extra arguments go to the suite's pytest, e.g. ``nox -s tests_oldest -- -x -k solve``.
@@ -279,6 +279,7 @@ def tests_oldest(session: nox.Session) -> None:
     ignore = shutil.ignore_patterns("__pycache__", "results")
     shutil.copytree(ROOT / "tests", suite / "tests", ignore=ignore)
     shutil.copytree(ROOT / "benchmarks", suite / "benchmarks", ignore=ignore)
+    shutil.copytree(ROOT / "paper_repro" / "claims", suite / "paper_repro" / "claims", ignore=ignore)
     shutil.copy(ROOT / "pyproject.toml", suite / "pyproject.toml")  # the pytest settings and markers
     (suite / "_installed_check.py").write_text(_INSTALLED_CHECK, encoding="utf-8")
     site = session.run("python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", silent=True)
@@ -336,6 +337,14 @@ def notebooks(session: nox.Session) -> None:
     if sanitize.is_file():
         args += ["--nbval-sanitize-with", str(sanitize.relative_to(ROOT))]
     _pytest(session, *args, *targets)
+
+
+@nox.session(reuse_venv=True)
+def claims(session: nox.Session) -> None:
+    """Recompute the four reproduction ledgers (``paper_repro/claims``): exact claims from the code, verdicts
+    from the recordings; fails if a stored entry or the README's verdict counts are stale."""
+    _install(session, "-e", ".[dev,vision,graph,data]")
+    session.run(_python(session), "-m", "paper_repro.claims", "--check")
 
 
 @nox.session(reuse_venv=True)

@@ -12,10 +12,11 @@ their ledger and to judge their live reruns by the same rule.
 
 from ._ledger import PAPERS, Claim, Ledger, LedgerError, Outcome, Recording, load, recompute, stale
 from ._report import counts, summary, table
-from ._rule import Judgement, exact_verdict, two_standard_errors
+from ._rule import VERDICTS, Judgement, exact_verdict, two_standard_errors
 
 __all__ = [
     "PAPERS",
+    "VERDICTS",
     "Claim",
     "Judgement",
     "Ledger",

@@ -14,13 +14,14 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 from . import _ledger, _report
 
 
-def _rewrite(ledger: _ledger.Ledger, outcomes: dict[str, _ledger.Outcome]) -> None:
-    """Replace the ``ours`` and ``verdict`` lines of each ``[[claim]]`` block of the ledger's file."""
-    blocks = ledger.path.read_text(encoding="utf-8").split("[[claim]]\n")
+def rewrite(path: Path, outcomes: dict[str, _ledger.Outcome]) -> None:
+    """Replace the ``ours`` and ``verdict`` lines of each ``[[claim]]`` block of the ledger file ``path``."""
+    blocks = path.read_text(encoding="utf-8").split("[[claim]]\n")
     for i, block in enumerate(blocks[1:], start=1):
         claim_id = next(line for line in block.splitlines() if line.startswith("id = "))
         outcome = outcomes[json.loads(claim_id.split("=", 1)[1].strip())]
@@ -31,7 +32,7 @@ def _rewrite(ledger: _ledger.Ledger, outcomes: dict[str, _ledger.Outcome]) -> No
                     line = f"{key} = {json.dumps(getattr(outcome, key), ensure_ascii=False)}\n"
             lines.append(line)
         blocks[i] = "".join(lines)
-    ledger.path.write_text("[[claim]]\n".join(blocks), encoding="utf-8")
+    path.write_text("[[claim]]\n".join(blocks), encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,9 +57,11 @@ def main(argv: list[str] | None = None) -> int:
                 outcomes.append(_ledger.Outcome(claim.ours, claim.verdict))
         for claim, now in zip(ledger.claims, outcomes, strict=True):
             if (now.ours, now.verdict) != (claim.ours, claim.verdict):
-                stale.append(f"{key}:{claim.id}: stored {claim.ours!r} ({claim.verdict}), now {now.ours!r} ({now.verdict})")
+                stale.append(
+                    f"{key}:{claim.id}: stored {claim.ours!r} ({claim.verdict}), now {now.ours!r} ({now.verdict})"
+                )
         if args.write:
-            _rewrite(ledger, {claim.id: now for claim, now in zip(ledger.claims, outcomes, strict=True)})
+            rewrite(ledger.path, {claim.id: now for claim, now in zip(ledger.claims, outcomes, strict=True)})
             ledger = _ledger.load(key)
         print(f"## {ledger.paper}\n\n{_report.table(ledger, outcomes)}\n")
         ledgers.append(ledger)

@@ -95,10 +95,14 @@ def load(key: str) -> Ledger:
     """Read and validate ``<key>.toml``."""
     if key not in PAPERS:
         raise LedgerError(f"no ledger {key!r}; the ledgers are {', '.join(PAPERS)}")
-    data = tomllib.loads((HERE / f"{key}.toml").read_text(encoding="utf-8"))
+    return parse(key, tomllib.loads((HERE / f"{key}.toml").read_text(encoding="utf-8")))
+
+
+def parse(key: str, data: dict) -> Ledger:
+    """Validate a ledger's TOML data: required keys per class, unique ids, known verdicts and recordings."""
     recordings = {name: Recording(name=name, **entry) for name, entry in data.get("recordings", {}).items()}
     claims, seen = [], set()
-    for entry in data["claim"]:
+    for entry in map(dict, data["claim"]):
         missing = [k for k in (*_REQUIRED, *_BY_CLASS.get(entry.get("class"), ())) if k not in entry]
         where = f"{key}.toml, claim {entry.get('id', '?')!r}"
         if entry.get("class") not in _rule.VERDICTS:

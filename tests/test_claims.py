@@ -1,0 +1,114 @@
+"""The reproductions' claims ledger (paper_repro/claims): the verdict rule, ledger validation and rewriting."""
+
+from __future__ import annotations
+
+import pytest
+
+claims = pytest.importorskip("paper_repro.claims", reason="the suite runs beside paper_repro/")
+from paper_repro.claims import _ledger  # noqa: E402
+from paper_repro.claims.__main__ import rewrite  # noqa: E402
+
+pytestmark = pytest.mark.cpu_only("reproduction bookkeeping, no tensors")
+
+
+def test_two_standard_errors_on_hand_computed_numbers():
+    # a: mean 2, variance 1; b: mean 0, variance 0 -> se = sqrt(1/3) = 0.577, 2 se = 1.155
+    judged = claims.two_standard_errors([1.0, 2.0, 3.0], [0.0, 0.0, 0.0])
+    assert judged.verdict == "agrees" and judged.difference == 2.0 and judged.seeds == (3, 3)
+    assert judged.standard_error == pytest.approx(3**-0.5, rel=1e-15)
+    assert claims.two_standard_errors([0.0, 0.0, 0.0], [1.0, 2.0, 3.0]).verdict == "disagrees"
+    assert claims.two_standard_errors([1.0, 2.0, 3.0], [0.5, 1.5, 2.5]).verdict == "inconclusive (within noise)"
+    # lower is better (a loss): the same numbers judged the other way
+    assert claims.two_standard_errors([0.0, 0.0, 0.0], [1.0, 2.0, 3.0], higher_is_better=False).verdict == "agrees"
+
+
+def test_two_standard_errors_at_the_boundary_is_inconclusive():
+    # difference exactly 2 se: a = (0, 2, 4) has variance 4, se = sqrt(4/3); shift b so that diff = 2 se
+    se = (4 / 3) ** 0.5
+    judged = claims.two_standard_errors([0.0, 2.0, 4.0], [2 - 2 * se] * 3)
+    assert judged.difference == pytest.approx(2 * judged.standard_error, rel=1e-12)
+    assert claims.two_standard_errors([0.0, 2.0, 4.0], [2 - 2.01 * se] * 3).verdict == "agrees"
+
+
+def test_two_standard_errors_refuses_too_few_seeds_and_nan():
+    with pytest.raises(ValueError, match="at least 3 seeds"):
+        claims.two_standard_errors([1.0, 2.0], [0.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match="non-finite"):
+        claims.two_standard_errors([1.0, 2.0, float("nan")], [0.0, 0.0, 0.0])
+
+
+def test_exact_verdict_compares_the_printed_text():
+    assert claims.exact_verdict("2.49M", "2.49M") == "matched"
+    assert claims.exact_verdict("2.49M", "2.50M") == "differs"
+    assert claims.exact_verdict("33M", "34M") == "differs"
+
+
+def _entry(**changes) -> dict:
+    entry = dict(id="x", where="Table 1", claim="a beats b", paper="1 vs 0", ours="", verdict="agrees")
+    entry.update({"class": "qualitative", "recording": "r", "a": "ot", "b": "baseline"}, **changes)
+    return entry
+
+
+RECORDING = {"r": dict(path="r.json", stand_in="digits", date="2026-11-24", command="neuralode-tf compare p")}
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"class": "approximate"}, "class must be one of"),
+        ({"verdict": "matched"}, "verdict 'matched' is not one of"),
+        ({"recording": "missing"}, r"no \[recordings.missing\]"),
+        ({"recording": "", "samples": ""}, "either `recording` or `samples`"),
+        ({"class": "exact", "verdict": "matched"}, r"missing \['compute'\]"),
+        ({"class": "not here", "verdict": "not here"}, r"missing \['command'\]"),
+    ],
+)
+def test_malformed_entries_are_refused_with_their_id(changes, message):
+    with pytest.raises(claims.LedgerError, match=message):
+        _ledger.parse("paper", {"paper": "P", "reference": "R", "recordings": RECORDING, "claim": [_entry(**changes)]})
+    with pytest.raises(claims.LedgerError, match="duplicate id"):
+        _ledger.parse("paper", {"paper": "P", "reference": "R", "recordings": RECORDING, "claim": [_entry()] * 2})
+
+
+def test_a_qualitative_claim_is_judged_from_rows_by_the_rule():
+    ledger = _ledger.parse("paper", {"paper": "P", "reference": "R", "recordings": RECORDING, "claim": [_entry()]})
+    rows = [
+        *(
+            {"variant": "ot", "seed": s, "test_accuracy": a, "non_finite": False}
+            for s, a in enumerate((0.9, 0.91, 0.92))
+        ),
+        *({"variant": "baseline", "seed": s, "test_accuracy": 0.8, "non_finite": False} for s in range(3)),
+        {"variant": "baseline", "seed": 3, "test_accuracy": None, "non_finite": True},  # left out of accuracies
+    ]
+    outcome = claims.recompute(ledger, ledger.claims[0], rows)
+    assert outcome == claims.Outcome("digits: +11.0 ± 0.6 points (se; 3 vs 3 seeds)", "agrees")
+    diverged = _ledger.parse(
+        "paper",
+        {
+            "paper": "P",
+            "reference": "R",
+            "recordings": RECORDING,
+            "claim": [_entry(a="baseline", b="ot", metric="non_finite")],
+        },
+    )
+    assert claims.recompute(diverged, diverged.claims[0], rows).ours.startswith("digits: +0.25 ± 0.25 of runs")
+
+
+def test_every_ledger_parses_and_every_verdict_is_one_the_rule_gives():
+    for key in claims.PAPERS:
+        ledger = claims.load(key)
+        assert ledger.claims, key
+        assert all(claim.verdict in claims.VERDICTS[claim.kind] for claim in ledger.claims)
+
+
+def test_rewrite_replaces_only_ours_and_verdict(tmp_path):
+    path = tmp_path / "ledger.toml"
+    text = (
+        'paper = "P"\n\n[[claim]]\nid = "a"\nnote = "ours = kept"\nours = ""\nverdict = "differs"\n\n'
+        '[[claim]]\nid = "b"\nours = "1"\nverdict = "matched"\n'
+    )
+    path.write_text(text)
+    rewrite(path, {"a": claims.Outcome('2 "quoted" ± 1', "matched"), "b": claims.Outcome("1", "matched")})
+    assert path.read_text() == text.replace(
+        'ours = ""\nverdict = "differs"', 'ours = "2 \\"quoted\\" ± 1"\nverdict = "matched"'
+    )
