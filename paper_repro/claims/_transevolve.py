@@ -1,0 +1,336 @@
+"""Dutta et al. (2021), TransEvolve: the exact claims, recomputed from the library.
+
+Identities are checked on small float64 instances built here (a few milliseconds each). Paths that
+evaluate the same formula in the same order must agree to the last bit (``identical`` means a
+max-abs difference of 0); the fast attention paths sum in another order than eq. 9 as written, so
+for them ``identical`` means a max-abs difference of at most :data:`ROUNDING` relative to the
+output's size, far below any wrong term (of the order of the output itself). The Table 2 counts are
+taken from :func:`~neuralode_tf.models.table2_parameter_counts`, which builds the models on the
+``meta`` device: nothing is allocated.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from functools import cache, wraps
+
+import torch
+
+from neuralode_tf import ContinuousDepth
+from neuralode_tf.fields.transevolve import (
+    RandomFeedForward,
+    TransEvolveAttention,
+    TransEvolveDecoderField,
+    TransEvolveField,
+    depth_signal,
+)
+from neuralode_tf.models import TRANSEVOLVE_VARIANTS, TextClassifier, TransEvolveClassifier, table2_parameter_counts
+
+ROUNDING = 1e-12
+"""Largest max-abs difference, relative to the reference's largest entry, that float64 rounding explains."""
+
+BATCH, TOKENS, DIM, HEADS, DEPTH = 2, 12, 32, 4, 3
+
+
+def _one_thread(compute: Callable[[], str]) -> Callable[[], str]:
+    """Run ``compute`` on one thread: on tensors this small, more threads only wait for each other."""
+
+    @wraps(compute)
+    def run() -> str:
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return compute()
+        finally:
+            torch.set_num_threads(threads)
+
+    return run
+
+
+def _identical(gap: float, scale: float = 0.0) -> str:
+    """``identical`` for a max-abs difference of 0; with ``scale``, ``identical to float64 rounding`` for one
+    within :data:`ROUNDING` of it."""
+    if gap == 0.0:
+        return "identical"
+    if scale > 0.0 and gap <= ROUNDING * scale:
+        return "identical to float64 rounding"
+    return f"max |Δ| = {gap:.2g}"
+
+
+def _tokens(seed: int, *shape: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+def _padding() -> torch.Tensor:
+    """Right padding in sample 0, left padding in sample 1."""
+    pad = torch.zeros(BATCH, TOKENS, dtype=torch.bool)
+    pad[0, 9:] = True
+    pad[1, :3] = True
+    return pad
+
+
+# Figure 1 and eqs. 5, 12-13: the block as Lie-Trotter Euler steps ----------------------------------
+
+
+def _encoder_block_gap(feed_forward: str, mode: str) -> float:
+    """max |Δ| between one Lie-Trotter Euler step per layer of a block and the loop of Figure 1(c)."""
+    torch.manual_seed(0)
+    field = TransEvolveField(DIM, HEADS, DEPTH, feed_forward=feed_forward, mode=mode).double()
+    x0, pad = _tokens(1, BATCH, TOKENS, DIM), _padding()
+    with torch.no_grad():
+        solved = ContinuousDepth(field, t1=DEPTH, method="lie_trotter")(x0, block_input=x0, key_padding_mask=pad)
+        field.attention.bind(block_input=x0, key_padding_mask=pad)
+        x = x0
+        for layer in range(DEPTH):
+            t = torch.tensor(float(layer), dtype=torch.float64)
+            x = x + field.attention(t, x)  # eq. 9: H^l = Attn(X^l) + X^l
+            x = x + field.feed_forward.layers[layer](t, x)  # eq. 11 or 3: X^{l+1} = FF(H^l) + H^l
+        field.attention.bind()
+    return (solved - x).abs().max().item()
+
+
+@_one_thread
+def block_is_euler_lie_trotter() -> str:
+    gaps = [_encoder_block_gap(ff, mode) for ff in ("random", "full") for mode in ("fidelity", "factored", "fused")]
+    return _identical(max(gaps))
+
+
+@_one_thread
+def decoder_block_is_eq13() -> str:
+    """One Lie-Trotter Euler step per layer of a decoder block against eq. 13 then eq. 11, layer by layer."""
+    gaps = []
+    for feed_forward in ("random", "full"):
+        torch.manual_seed(0)
+        field = TransEvolveDecoderField(DIM, HEADS, DEPTH, feed_forward=feed_forward).double()
+        y0, memory = _tokens(1, BATCH, TOKENS, DIM), _tokens(2, BATCH, TOKENS + 3, DIM)
+        tgt_pad, src_pad = _padding(), torch.zeros(BATCH, TOKENS + 3, dtype=torch.bool)
+        src_pad[0, -4:] = True
+        masks = dict(key_padding_mask=tgt_pad, memory=memory, memory_padding_mask=src_pad)
+        with torch.no_grad():
+            solved = ContinuousDepth(field, t1=DEPTH, method="lie_trotter")(y0, block_input=y0, **masks)
+            field.self_attention.bind(block_input=y0, key_padding_mask=tgt_pad)
+            field.cross_attention.bind(block_input=y0, **masks)
+            y = y0
+            for layer in range(DEPTH):
+                t = torch.tensor(float(layer), dtype=torch.float64)
+                y = y + field.self_attention(t, y)  # eq. 13, first line
+                y = y + field.cross_attention(t, y)  # eq. 13, second line
+                y = y + field.feed_forward.layers[layer](t, y)
+            field.self_attention.bind()
+            field.cross_attention.bind()
+        gaps.append((solved - y).abs().max().item())
+    return _identical(max(gaps))
+
+
+# Table 1, §4: the attention's shapes, scale and evaluation paths --------------------------------------
+
+
+@_one_thread
+def notation_dimensions() -> str:
+    """d' = d (§7.1), T^l of d' entries and augmented projections of (d + d') x (d + d') (Table 1, eq. 6)."""
+    failures = []
+    for dim in (256, 512):  # the small and base versions, 8 heads (§7.1)
+        with torch.device("meta"):
+            attention = TransEvolveAttention(dim, 8, 6)
+        signal = depth_signal(1.0, torch.ones(dim), 8)
+        if signal.numel() != dim:
+            failures.append(f"d = {dim}: T^l has {signal.numel()} entries")
+        if tuple(attention.w_q.shape) != (2 * dim, 2 * dim) or tuple(attention.w_k.shape) != (2 * dim, 2 * dim):
+            failures.append(f"d = {dim}: W'_q is {tuple(attention.w_q.shape)}")
+    if failures:
+        return "; ".join(failures)
+    return "d′ = d; T^l has d′ entries; W′_q, W′_k are (d + d′) × (d + d′)"
+
+
+@_one_thread
+def a0_scale() -> str:
+    """The factor that multiplies ``Q_h K_hᵀ`` in ``A0``, as ``1/√(width/m)`` of the paper's widths."""
+    torch.manual_seed(0)
+    attention = TransEvolveAttention(DIM, HEADS, DEPTH, mode="fidelity").double()
+    x0 = _tokens(1, 1, TOKENS, DIM)
+    with torch.no_grad():
+        state = attention.prepare(x0)
+        q = (x0 @ attention.w_q[:, :DIM].T).unflatten(-1, (HEADS, -1)).transpose(-3, -2)
+        k = (x0 @ attention.w_k[:, :DIM].T).unflatten(-1, (HEADS, -1)).transpose(-3, -2)
+        raw = q @ k.transpose(-1, -2)
+    candidates = {"1/√(d/m)": DIM / HEADS, "1/√((d + d′)/m)": 2 * DIM / HEADS}
+    for text, width in candidates.items():
+        if (state.scores - raw / math.sqrt(width)).abs().max().item() <= ROUNDING * raw.abs().max().item():
+            return text
+    return "neither 1/√(d/m) nor 1/√((d + d′)/m)"
+
+
+def _attention_and_gradients(attention: TransEvolveAttention, mode: str, x0, x, t, pad) -> list[torch.Tensor]:
+    attention.mode = mode
+    x0, x = x0.clone().requires_grad_(), x.clone().requires_grad_()
+    out = attention(t, x, attention.prepare(x0, pad))
+    probe = _tokens(3, *out.shape)
+    inputs = [x0, x, *attention.parameters()]
+    grads = torch.autograd.grad((out * probe).sum(), inputs, allow_unused=True)
+    return [out.detach(), *(torch.zeros_like(p) if g is None else g for p, g in zip(inputs, grads))]
+
+
+@_one_thread
+def fast_paths_are_eq9() -> str:
+    """The factored and fused paths against eq. 9 with every term of eq. 6 (``fidelity``): outputs and gradients."""
+    worst = 0.0
+    for causal in (False, True):
+        torch.manual_seed(0)
+        attention = TransEvolveAttention(DIM, HEADS, DEPTH, causal=causal).double()
+        x0 = _tokens(1, BATCH, TOKENS, DIM)
+        x = x0 + 0.3 * _tokens(2, BATCH, TOKENS, DIM)
+        for t in (0.0, 1.5, 2.0):
+            reference = _attention_and_gradients(attention, "fidelity", x0, x, t, _padding())
+            for mode in ("factored", "fused"):
+                fast = _attention_and_gradients(attention, mode, x0, x, t, _padding())
+                for a, b in zip(fast, reference):
+                    scale = b.abs().max().item()
+                    if scale > 0:
+                        worst = max(worst, (a - b).abs().max().item() / scale)
+    return _identical(worst, 1.0)
+
+
+# Eqs. 7 and 10: the depth vector and the random rotations --------------------------------------------
+
+
+def _first_match(value: torch.Tensor, candidates: dict[str, Callable[[], torch.Tensor]]) -> str:
+    for text, build in candidates.items():
+        expected = build()
+        if expected.shape == value.shape and (value - expected).abs().max().item() <= ROUNDING:
+            return text
+    return "neither the paper's nor the official code's convention"
+
+
+def depth_vector_convention() -> str:
+    """Which formula the models' ``T(t)`` follows at their layers: eq. 7 as printed or the official code's.
+
+    Layer ``k = 0 .. L-1`` of a block evaluates ``T`` at ``t = k``; eq. 7's layers are ``l = k + 1``.
+    """
+    dim, depth = 64, 6
+    coeffs = torch.ones(dim, dtype=torch.float64)
+    value = torch.stack([depth_signal(float(k), coeffs, 1).flatten() for k in range(depth)])
+    paper_period = dim * depth / (2 * math.pi)  # P = d' L / (2π)
+
+    def eq7() -> torch.Tensor:
+        j, layer = torch.arange(1, dim // 2 + 1, dtype=torch.float64), torch.arange(1, depth + 1)[:, None]
+        return torch.cat([(j * layer / paper_period).sin(), (j * layer / paper_period).cos()], dim=-1)
+
+    def code() -> torch.Tensor:
+        p, layer = torch.arange(dim // 2, dtype=torch.float64), torch.arange(depth)[:, None]
+        return torch.cat([(math.pi * p * layer / 64).sin(), (math.pi * p * layer / 64).cos()], dim=-1)
+
+    return _first_match(
+        value,
+        {
+            "ω_j = j/P, P = d′L/(2π), j = 1..d′/2; layers l = 1..L": eq7,
+            "ω_p = πp/64, p = 0..d′/2 − 1; layers l = 0..L − 1 (the official code's)": code,
+        },
+    )
+
+
+@_one_thread
+def rotation_convention() -> str:
+    """Which formula the randomFF expansion ``h U Σ V + β`` (``d → 4d``) follows: eq. 10 as printed or the code's.
+
+    Both candidates use the layer's own Gaussian draws ``w`` (its buffers) and its ``Σ`` and ``β``; eq. 10's
+    layers are ``l = k + 1`` for the models' layer ``k = 0 .. L-1``, and its column ``j = p + 1``.
+    """
+    dim, depth = 16, 3
+    torch.manual_seed(0)
+    projection = RandomFeedForward(dim).double().expand
+    h = _tokens(1, 5, dim)
+    u_draws, v_draws = projection.u_freqs, projection.v_freqs  # rows x columns p = 0 .. m/2 - 1
+
+    def rotation(draws: torch.Tensor, size: int, angle: torch.Tensor) -> torch.Tensor:
+        theta = angle[: draws.shape[1]] / size * draws  # angle: the column factors of θ, times m
+        return torch.cat([theta.sin(), theta.cos()], dim=-1) / math.sqrt(size)
+
+    def apply(angle: Callable[[int, torch.Tensor], torch.Tensor]) -> Callable[[], torch.Tensor]:
+        def build() -> torch.Tensor:
+            outs = []
+            for k in range(depth):
+                factors = angle(k, torch.arange(2 * dim, dtype=torch.float64))
+                u, v = rotation(u_draws, dim, factors), rotation(v_draws, 4 * dim, factors)
+                outs.append((h @ u * projection.svals) @ v + projection.bias)
+            return torch.stack(outs)
+
+        return build
+
+    with torch.no_grad():
+        value = torch.stack([projection(h, float(k)) for k in range(depth)])
+    return _first_match(
+        value,
+        {
+            # eq. 10: θ_ij = w_ij j l / P with P = m L / (2π), i.e. (2π / (m L)) j l w_ij
+            "1/√m; θ_ij = w_ij j l/P, P = mL/(2π), j = 1..m/2; layers l = 1..L": apply(
+                lambda k, p: 2 * math.pi * (p + 1) * (k + 1) / depth
+            ),
+            # official TemporalProjection (up to its normalisation): θ_ip = (π k / m) p w_ip
+            "1/√m; θ_ip = π k p w_ip/m, p = 0..m/2 − 1; layers k = 0..L − 1 (the official code's)": apply(
+                lambda k, p: math.pi * k * p
+            ),
+        },
+    )
+
+
+def random_feed_forward_parameters() -> str:
+    """§5: trainable parameters of one randomFF layer, O(d) when every width gives the same multiple of d."""
+    multiples = set()
+    for dim in (64, 128, 256, 512):
+        with torch.device("meta"):
+            layer = RandomFeedForward(dim)
+        count = sum(p.numel() for p in layer.parameters() if p.requires_grad)
+        multiples.add(count / dim)
+    return "O(d)" if len(multiples) == 1 else f"not linear in d: {sorted(multiples)} d"
+
+
+# Table 2 and §4, §8: parameter counts ---------------------------------------------------------------
+
+
+@cache
+def _table2() -> dict[str, int]:
+    return table2_parameter_counts()
+
+
+def _millions(model: str) -> str:
+    return f"{round(_table2()[model] / 1e6)}M"
+
+
+def transformer_base_parameters() -> str:
+    return _millions("Transformer-base")
+
+
+def random_ff_1_parameters() -> str:
+    return _millions("randomFF-1")
+
+
+def random_ff_2_parameters() -> str:
+    return _millions("randomFF-2")
+
+
+def full_ff_1_parameters() -> str:
+    return _millions("fullFF-1")
+
+
+def full_ff_2_parameters() -> str:
+    return _millions("fullFF-2")
+
+
+def full_ff_2_fewer_parameters() -> str:
+    """How many fewer parameters fullFF-2 has than Transformer-base, in whole percent (§8: "10% lesser")."""
+    counts = _table2()
+    return f"{round(100 * (1 - counts['fullFF-2'] / counts['Transformer-base']))}%"
+
+
+def listops_parameter_share() -> str:
+    """§8: the small TransEvolve (d = 256, 8 heads) against the base Transformer encoder (d = 512, 6 layers)
+    on ListOps (the 17 tokens of our generator's vocabulary, 10 classes): the largest share, in whole percent."""
+    vocab, classes = 17, 10
+    with torch.device("meta"):
+        base = TextClassifier(vocab, classes, dim=512, num_heads=8, depth=6)
+        small = [
+            TransEvolveClassifier(vocab, classes, dim=256, num_heads=8, **v) for v in TRANSEVOLVE_VARIANTS.values()
+        ]
+    base_count = sum(p.numel() for p in base.parameters())
+    return f"{round(100 * max(sum(p.numel() for p in m.parameters()) for m in small) / base_count)}%"
