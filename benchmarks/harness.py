@@ -1,10 +1,12 @@
 """Timing and memory measurement shared by the benchmarks.
 
-**Time.** :func:`median_time` runs ``step()`` (a forward and a backward pass) ``warmup`` times, then
-``repeats`` times, and returns the median wall time. Competitors are timed in the same process,
-interleaved round by round, so a ratio of two medians cancels most of the machine's noise. The order
-within a round is shuffled (seeded): on a CPU a step runs up to 10% slower right after an eager step
-that churned the caches and the allocator, and a fixed order would charge that to one competitor.
+**Time.** :func:`rounds` runs each competitor's ``step()`` (a forward and a backward pass) ``warmup``
+times, then ``repeats`` rounds of one call of each, and returns every round's wall time per
+competitor: the samples that a statistical comparison needs. Competitors are timed in the same
+process, interleaved round by round, so a ratio of two medians cancels most of the machine's noise.
+The order within a round is shuffled (seeded): on a CPU a step runs up to 10% slower right after an
+eager step that churned the caches and the allocator, and a fixed order would charge that to one
+competitor. :func:`race` reduces the rounds to medians (:func:`median_time` for one step);
 :func:`paired_ratios` takes the median of per-round ratios instead, which also cancels slow spells.
 
 **Memory.** On a GPU, the peak of ``torch.cuda.max_memory_allocated`` over one step. On the CPU,
@@ -27,7 +29,7 @@ from collections.abc import Callable
 
 import torch
 
-__all__ = ["median_time", "race", "paired_ratios", "peak_rss_in_subprocess", "rss_growth_of", "cuda_peak_of"]
+__all__ = ["rounds", "median_time", "race", "paired_ratios", "peak_rss_in_subprocess", "rss_growth_of", "cuda_peak_of"]
 
 
 def median_time(step: Callable[[], None], repeats: int = 5, warmup: int = 1) -> float:
@@ -37,7 +39,7 @@ def median_time(step: Callable[[], None], repeats: int = 5, warmup: int = 1) -> 
 
 def race(steps: dict[str, Callable[[], None]], repeats: int = 5, warmup: int = 1) -> dict[str, float]:
     """Median wall time of each step, timed round-robin (one call of each per round, in a shuffled order)."""
-    return {name: statistics.median(values) for name, values in _rounds(steps, repeats, warmup).items()}
+    return {name: statistics.median(values) for name, values in rounds(steps, repeats, warmup).items()}
 
 
 def paired_ratios(
@@ -48,16 +50,20 @@ def paired_ratios(
     A step and the baseline run within one round of each other, so a slow spell of the machine that
     lasts a round or more cancels out of the ratio, which a ratio of overall medians does not do.
     """
-    rounds = _rounds(steps, repeats, warmup)
+    times = rounds(steps, repeats, warmup)
     return {
-        name: statistics.median(a / b for a, b in zip(values, rounds[baseline]))
-        for name, values in rounds.items()
+        name: statistics.median(a / b for a, b in zip(values, times[baseline]))
+        for name, values in times.items()
         if name != baseline
     }
 
 
-def _rounds(steps: dict[str, Callable[[], None]], repeats: int, warmup: int) -> dict[str, list[float]]:
-    """Wall times of ``repeats`` rounds of one call of each step, in a shuffled order each round."""
+def rounds(steps: dict[str, Callable[[], None]], repeats: int = 5, warmup: int = 1) -> dict[str, list[float]]:
+    """Wall times (seconds) of each step in ``repeats`` rounds, after ``warmup`` untimed calls of each.
+
+    A round calls every step once, in an order shuffled afresh each round (seeded, so reproducible);
+    ``result[name][i]`` is the time of ``steps[name]`` in round ``i``, so lists of two steps pair up by round.
+    """
     for step in steps.values():
         for _ in range(warmup):
             step()

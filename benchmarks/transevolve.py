@@ -1,45 +1,65 @@
-"""TransEvolve's attention paths against a standard SDPA stack, forward + backward.
+"""TransEvolve's variants against a standard Transformer stack, forward + backward, with per-round samples.
 
-One TransEvolve encoder block of depth 6 (attention computed once from the block input, evolved with
-depth; Dutta et al. 2021) against six standard pre-norm encoder blocks (``AttentionBranch`` through
-``scaled_dot_product_attention`` + ``MLPBranch``, a hand-written loop), with the same width, heads,
-batch and feed-forward (the full MLP, so only attention differs), at sequence lengths 256, 1k, 2k
-and 4k. Each TransEvolve mode (``fidelity``, ``factored``, ``fused``, ``auto``) is timed in the same
-run as the standard stack; the table reports ``time(standard) / time(mode)`` (above 1: TransEvolve
-is faster) and peak memory of one step relative to the standard stack's.
+**Competitors.** The paper's four variants (Dutta et al. 2021, §7.1; ``TRANSEVOLVE_VARIANTS``), as
+encoders of six layers: fullFF-1 and randomFF-1 (one block of depth 6), fullFF-2 and randomFF-2 (two
+blocks of depth 3), with the full (eq. 3) or random-rotation (eq. 11) feed-forward. Each is timed with
+the paper's literal attention path (``fidelity``: eq. 6 with every term, an ``n × n`` product per
+layer) and with ours (``auto``); fullFF-1 also with ``factored`` and ``fused``. A competitor is named
+``"<variant> <mode>"``, e.g. ``"fullFF-2 auto"``. They run against two baselines of six pre-norm
+encoder blocks (``AttentionBranch`` + ``MLPBranch``, a hand-written loop) of the same width, heads
+and batch:
 
-Two reference rows put the ratios in context:
+* ``standard``: attention through ``scaled_dot_product_attention`` (its fused kernels);
+* ``materialised``: the same stack with SDPA forced onto its math backend, which builds the ``n × n``
+  weights like the attention the paper timed against (Table 4: 1.0-1.3x at 1k-4k tokens, on TPUs);
 
-* ``materialised``: the standard stack with ``scaled_dot_product_attention`` forced onto its math
-  backend, which builds the ``n × n`` weights like the attention the paper timed against (Table 4);
-  ``time(materialised) / time(auto)`` is the comparison the paper's 1.1-1.2x speaks of.
-* ``ceiling``: ``time(standard) / time(floor)``, where ``floor`` is the standard stack with its
-  query/key/value projections and attention removed (each block keeps LayerNorm, ``W_O`` and the
-  MLP, which TransEvolve-fullFF also runs at every layer). No TransEvolve path can beat this ratio.
+and a reference row, ``floor``: the standard stack with its query/key/value projections and attention
+removed (each block keeps LayerNorm, ``W_O`` and the MLP, which TransEvolve-fullFF also runs at every
+layer). ``ceiling = time(standard) / time(floor)``: no fullFF path can beat that ratio.
+
+**Timing.** d = 256, 8 heads, lengths 256, 1k, 2k, 3k and 4k (batch :data:`BATCH`). At each length all
+competitors run in one process, one warm-up step each, then ``--repeats`` rounds (default 5) of one step
+of each in a shuffled order (:func:`benchmarks.harness.rounds`). ``paper_repro/claims`` judges the
+speed claims on these per-round seconds. Peak memory of one step (a fresh process per case on CPU) is
+measured for ``standard`` and the fullFF-1 modes.
+
+**Output** (``--out``, default ``benchmarks/results/transevolve_<device>.json``): ``date``, ``command``,
+``setup``, ``targets`` and ``rows``, one per length: ``n``, ``batch``, ``repeats``, ``rounds``
+(competitor: seconds per round) and ``seconds`` (competitor: median); the ratios of fullFF-1 as in
+earlier results, keyed by mode: ``speedup`` (``time(standard) / time(mode)``, above 1: TransEvolve is
+faster), ``speedup_vs_materialised`` (``time(materialised) / time(auto)``); ``ceiling``; and, unless
+``--no-memory``, ``peak_bytes`` (competitor: bytes) and ``memory_ratio`` (fullFF-1 mode: over standard).
 
 Run: ``OMP_NUM_THREADS=2 python -m benchmarks.transevolve`` (``--quick`` for 256 and 1k only).
-Writes ``benchmarks/results/transevolve_<device>.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
-import math
+import os
+import shlex
+import statistics
+import sys
 from pathlib import Path
 
 import torch
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from benchmarks.harness import cuda_peak_of, peak_rss_in_subprocess, race, rss_growth_of
-from neuralode_tf.models import TransEvolveEncoder
+from benchmarks.harness import cuda_peak_of, peak_rss_in_subprocess, rounds, rss_growth_of
+from neuralode_tf.models import TRANSEVOLVE_VARIANTS, TransEvolveEncoder
 from neuralode_tf.nn import AttentionBranch, MLPBranch
 
 DIM, HEADS, DEPTH = 256, 8, 6
-BATCH = {256: 8, 1024: 2, 2048: 1, 4096: 1}
+BATCH = {256: 8, 1024: 2, 2048: 1, 3072: 1, 4096: 1}
+QUICK = (256, 1024)
 MODES = ("fidelity", "factored", "fused", "auto")
-TARGETS = "auto: >= 1.3x at n=256, >= 1.0x at 1k/2k/4k; fused: memory <= standard"
+REFERENCE = "fullFF-1"  # the variant whose ratios (speedup, memory_ratio, ...) keep the keys of earlier results
+VARIANT_MODES = {name: MODES if name == REFERENCE else ("fidelity", "auto") for name in TRANSEVOLVE_VARIANTS}
+COMPETITORS = ("standard", "materialised", "floor", *(f"{v} {m}" for v, modes in VARIANT_MODES.items() for m in modes))
+TARGETS = "fullFF-1 auto: >= 1.3x at n=256, >= 1.0x at 1k-4k; fullFF-1 fused: memory <= standard"
 
 
 class _StandardStack(nn.Module):
@@ -68,7 +88,8 @@ def _model(name: str) -> nn.Module:
         return _StandardStack()
     if name == "floor":
         return _StandardStack(attention=False)
-    return TransEvolveEncoder(DIM, HEADS, num_blocks=1, layers_per_block=DEPTH, feed_forward="full", mode=name)
+    variant, mode = name.split()
+    return TransEvolveEncoder(DIM, HEADS, mode=mode, **TRANSEVOLVE_VARIANTS[variant])
 
 
 def _step(model: nn.Module, x: torch.Tensor, materialised: bool = False):
@@ -95,48 +116,68 @@ def _memory(name: str, n: int, device: torch.device) -> int:
     return peak_rss_in_subprocess("benchmarks.transevolve", {"name": name, "n": n})
 
 
+def _row(n: int, device: torch.device, repeats: int, memory: bool) -> dict:
+    """Time every competitor at length ``n`` (and measure memory): one row of the results."""
+    steps = {name: _step(*_case(name, n, device)) for name in COMPETITORS}
+    samples = rounds(steps, repeats=repeats, warmup=1)
+    seconds = {name: statistics.median(values) for name, values in samples.items()}
+    reference = {mode: seconds[f"{REFERENCE} {mode}"] for mode in MODES}
+    row = {"n": n, "batch": BATCH[n], "repeats": repeats, "rounds": samples, "seconds": seconds}
+    row["speedup"] = {mode: seconds["standard"] / t for mode, t in reference.items()}
+    row["speedup_vs_materialised"] = seconds["materialised"] / reference["auto"]
+    row["ceiling"] = seconds["standard"] / seconds["floor"]
+    if memory:
+        peaks = {name: _memory(name, n, device) for name in ("standard", *(f"{REFERENCE} {m}" for m in MODES))}
+        row["peak_bytes"] = peaks
+        row["memory_ratio"] = {mode: peaks[f"{REFERENCE} {mode}"] / peaks["standard"] for mode in MODES}
+    return row
+
+
+def _print(row: dict) -> None:
+    seconds, peaks = row["seconds"], row.get("peak_bytes", {})
+    print(f"\nn = {row['n']}, batch {row['batch']}, {row['repeats']} rounds; ceiling {row['ceiling']:.2f}x")
+    print(f"  {'competitor':<20}{'median s':>10}{'vs standard':>13}{'vs materialised':>17}{'memory':>9}")
+    for name, t in seconds.items():
+        memory = f"{peaks[name] / peaks['standard']:>8.2f}x" if name in peaks else f"{'-':>9}"
+        vs_standard, vs_materialised = seconds["standard"] / t, seconds["materialised"] / t
+        print(f"  {name:<20}{t:>10.3f}{vs_standard:>12.2f}x{vs_materialised:>16.2f}x{memory}")
+
+
+def _command() -> str:
+    threads = os.environ.get("OMP_NUM_THREADS")
+    command = shlex.join(["python", "-m", "benchmarks.transevolve", *sys.argv[1:]])
+    return f"OMP_NUM_THREADS={threads} {command}" if threads else command
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="only n = 256 and 1k")
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=5, help="timed rounds at every length (at least 3)")
     parser.add_argument("--no-memory", action="store_true", help="time only")
+    parser.add_argument("--out", type=Path, help="results file (default benchmarks/results/transevolve_<device>.json)")
     parser.add_argument("--memory-case", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_case:  # one step in this fresh process; print the bytes it needed
         case = json.loads(args.memory_case)
         print(rss_growth_of(_step(*_case(case["name"], case["n"], torch.device("cpu")))))
         return
+    if args.repeats < 3:
+        parser.error("--repeats must be at least 3: the claims ledger judges speed on >= 3 rounds per competitor")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    lengths = (256, 1024) if args.quick else (256, 1024, 2048, 4096)
+    out = args.out or Path(__file__).parent / "results" / f"transevolve_{device.type}.json"
+    lengths = QUICK if args.quick else tuple(BATCH)
+    print(f"TransEvolve variants vs {DEPTH} pre-norm SDPA blocks; d={DIM}, {HEADS} heads, {device}; forward + backward")
+    print(f"speed-up = time(baseline) / time(competitor), above 1: the competitor is faster; targets: {TARGETS}")
     rows = []
-    print(f"TransEvolve (depth {DEPTH}, full FF) vs {DEPTH} SDPA blocks; d={DIM}, {HEADS} heads, {device}")
-    print(f"targets: {TARGETS}")
-    print(
-        f"{'n':>5} {'batch':>5} "
-        + "".join(f"{m + ' speed':>16}{m + ' mem':>14}" for m in MODES)
-        + "  vs materialised  ceiling"
-    )
     for n in lengths:
-        names = ("standard", "materialised", "floor", *MODES)
-        steps = {name: _step(*_case(name, n, device)) for name in names}
-        times = race(steps, repeats=args.repeats if n <= 1024 else max(2, args.repeats // 2))
-        row = {"n": n, "batch": BATCH[n], "seconds": times}
-        row["speedup"] = {m: times["standard"] / times[m] for m in MODES}
-        row["speedup_vs_materialised"] = times["materialised"] / times["auto"]
-        row["ceiling"] = times["standard"] / times["floor"]
-        if not args.no_memory:
-            memory = {name: _memory(name, n, device) for name in ("standard", *MODES)}
-            row["peak_bytes"] = memory
-            row["memory_ratio"] = {m: memory[m] / memory["standard"] for m in MODES}
-        rows.append(row)
-        ratio = row.get("memory_ratio", dict.fromkeys(MODES, math.nan))
-        cells = "".join(f"{row['speedup'][m]:>15.2f}x{ratio[m]:>13.2f}x" for m in MODES)
-        print(f"{n:>5} {BATCH[n]:>5} {cells}{row['speedup_vs_materialised']:>16.2f}x{row['ceiling']:>8.2f}x")
-    out = Path(__file__).parent / "results" / f"transevolve_{device.type}.json"
-    out.parent.mkdir(exist_ok=True)
+        rows.append(_row(n, device, args.repeats, memory=not args.no_memory))
+        _print(rows[-1])
     device_name = torch.cuda.get_device_name() if device.type == "cuda" else "cpu"
     setup = {"dim": DIM, "heads": HEADS, "depth": DEPTH, "threads": torch.get_num_threads(), "device": device_name}
-    out.write_text(json.dumps({"setup": setup, "targets": TARGETS, "rows": rows}, indent=2))
+    setup.update(torch=torch.__version__, warmup=1, competitors=list(COMPETITORS))
+    results = {"date": datetime.date.today().isoformat(), "command": _command(), "setup": setup}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({**results, "targets": TARGETS, "rows": rows}, indent=2))
     print(f"wrote {out}")
 
 

@@ -1,4 +1,4 @@
-"""The benchmark harness: medians, paired ratios and CPU peak memory."""
+"""The benchmark harness: per-round times, medians, paired ratios and CPU peak memory."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.harness import paired_ratios, race
+from benchmarks.harness import paired_ratios, race, rounds
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,6 +28,19 @@ def test_race_and_paired_ratios_measure_known_durations():
     ratio = paired_ratios(steps, "short", repeats=5)
     assert set(ratio) == {"long"}
     assert 2.0 <= ratio["long"] <= 3.1  # 3x, less the overshoot of a sleep (up to 10 ms)
+
+
+@pytest.mark.cpu_only("times sleeps on the host")
+def test_rounds_gives_every_round_of_every_step_after_the_warmup():
+    calls = []
+
+    def sleeper(name: str, seconds: float):
+        return lambda: (calls.append(name), time.sleep(seconds))
+
+    times = rounds({"short": sleeper("short", 0.01), "long": sleeper("long", 0.03)}, repeats=3, warmup=2)
+    assert list(times) == ["short", "long"] and all(len(values) == 3 for values in times.values())
+    assert calls.count("short") == calls.count("long") == 5  # 2 untimed warm-up calls each, then 3 rounds
+    assert all(0.01 <= short < long for short, long in zip(times["short"], times["long"]))
 
 
 @pytest.mark.cpu_only("measures CPU process memory (VmHWM)")

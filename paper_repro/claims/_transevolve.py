@@ -6,14 +6,17 @@ max-abs difference of 0); the fast attention paths sum in another order than eq.
 for them ``identical`` means a max-abs difference of at most :data:`ROUNDING` relative to the
 output's size, far below any wrong term (of the order of the output itself). The Table 2 counts are
 taken from :func:`~neuralode_tf.models.table2_parameter_counts`, which builds the models on the
-``meta`` device: nothing is allocated.
+``meta`` device: nothing is allocated. The speed claims (Table 4, §8) are judged on the per-round
+step times that ``benchmarks/transevolve.py`` stores in :data:`SPEED_RESULTS` (see :func:`speed_samples_name`).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from functools import cache, wraps
+from pathlib import Path
 
 import torch
 
@@ -26,6 +29,8 @@ from neuralode_tf.fields.transevolve import (
     depth_signal,
 )
 from neuralode_tf.models import TRANSEVOLVE_VARIANTS, TextClassifier, TransEvolveClassifier, table2_parameter_counts
+
+from ._ledger import ROOT, LedgerError
 
 ROUNDING = 1e-12
 """Largest max-abs difference, relative to the reference's largest entry, that float64 rounding explains."""
@@ -334,3 +339,63 @@ def listops_parameter_share() -> str:
         ]
     base_count = sum(p.numel() for p in base.parameters())
     return f"{round(100 * max(sum(p.numel() for p in m.parameters()) for m in small) / base_count)}%"
+
+
+# Table 4 and §8: speed, from the benchmark's per-round step times -------------------------------------
+
+SPEED_RESULTS = Path("benchmarks/results/transevolve_cpu.json")  # relative to the repository
+SPEED_COMMAND = "OMP_NUM_THREADS=2 python -m benchmarks.transevolve"
+SPEED_LENGTHS = (1024, 2048, 3072, 4096)  # Table 4's columns
+
+
+def _step_milliseconds(competitor: str, n: int) -> list[float]:
+    """Milliseconds of one training step of ``competitor`` at ``n`` tokens in each timed round of the benchmark."""
+    path = ROOT / SPEED_RESULTS
+    rows = {row["n"]: row for row in json.loads(path.read_text(encoding="utf-8"))["rows"]} if path.exists() else {}
+    rounds = rows.get(n, {}).get("rounds", {})
+    if competitor not in rounds:
+        raise LedgerError(
+            f"{SPEED_RESULTS} has no per-round times of {competitor!r} at n = {n}: "
+            f"rerun `{SPEED_COMMAND}`, then `python -m paper_repro.claims --write`"
+        )
+    return [1000 * seconds for seconds in rounds[competitor]]
+
+
+def speed_samples_name(slower: str, faster: str, n: int) -> str:
+    """The samples function for "``faster`` is faster than ``slower`` at ``n`` tokens", e.g.
+    ``fullff1_auto_faster_than_materialised_1024``: it returns ``(a, b)``, the per-round milliseconds of a
+    training step of ``slower`` (a) and of ``faster`` (b), benchmark competitors (``"standard"``,
+    ``"materialised"`` or ``"<variant> <mode>"``); "a beats b", higher is better, reads "``slower`` takes longer"."""
+    slug = {name: name.lower().replace("-", "").replace(" ", "_") for name in (slower, faster)}
+    return f"{slug[faster]}_faster_than_{slug[slower]}_{n}"
+
+
+def _speed_samples(slower: str, faster: str, n: int) -> Callable[[], tuple[list[float], list[float]]]:
+    def samples() -> tuple[list[float], list[float]]:
+        return _step_milliseconds(slower, n), _step_milliseconds(faster, n)
+
+    samples.__name__ = samples.__qualname__ = speed_samples_name(slower, faster, n)
+    samples.__doc__ = f"Per-round step milliseconds of {slower} (a) and {faster} (b) at n = {n}."
+    return samples
+
+
+SPEED_COMPARISONS = [
+    pair
+    for n in SPEED_LENGTHS
+    for pair in (
+        # Table 4: every variant against the paper's baseline, with our path and with the paper's literal one
+        *(
+            ("materialised", f"{variant} {mode}", n)
+            for variant in TRANSEVOLVE_VARIANTS
+            for mode in ("auto", "fidelity")
+        ),
+        # ours: the fullFF variants against fused SDPA
+        *(("standard", f"fullFF-{blocks} auto", n) for blocks in (1, 2)),
+        # §8: randomFF runs faster than fullFF; one block runs faster than two
+        *((f"fullFF-{blocks} auto", f"randomFF-{blocks} auto", n) for blocks in (1, 2)),
+        *((f"{ff}-2 auto", f"{ff}-1 auto", n) for ff in ("fullFF", "randomFF")),
+    )
+]
+"""``(slower, faster, n)`` of every speed claim; each has its samples function here, named by :func:`speed_samples_name`."""
+
+globals().update({speed_samples_name(*pair): _speed_samples(*pair) for pair in SPEED_COMPARISONS})
