@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
 
 import torch
 from torch import nn
@@ -28,7 +27,6 @@ from neuralode_tf.train import EA_VARIANTS, PRESETS
 
 from ._ot_transformer import placeholder
 
-T = TypeVar("T")
 LENGTH = 30  # HAT's pseudo sample: 30 source and 30 target tokens (§4.3)
 
 
@@ -65,24 +63,7 @@ def _counting_initial_logits(branch: EvolvingAttentionBranch, record: list[int])
     return counted
 
 
-def _on_one_thread(function: Callable[[], T]) -> Callable[[], T]:
-    """Run ``function`` on one torch thread: its results do not depend on it, and the small products here
-    run several times faster without thread contention on a shared machine."""
-
-    @functools.wraps(function)
-    def wrapped() -> T:
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            return function()
-        finally:
-            torch.set_num_threads(threads)
-
-    return wrapped
-
-
 @functools.cache
-@_on_one_thread
 def table5() -> dict[str, Costs]:
     """The Table 5 pairs (``"Lite"``, ``"Base"``), counted in one forward pass each."""
     costs = {}
@@ -238,7 +219,6 @@ def _images() -> torch.Tensor:
     return torch.rand(16, 1, 8, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
 
 
-@_on_one_thread
 def no_convolution_ignores_the_convolution() -> str:
     """Table 2's "w/o Convolution" (β = 0): the logits do not change when every convolution's weights do."""
     torch.manual_seed(0)
@@ -251,7 +231,6 @@ def no_convolution_ignores_the_convolution() -> str:
         return _identical((model(images) - before).abs().max().item())
 
 
-@_on_one_thread
 def no_skip_ignores_the_previous_maps() -> str:
     """Table 2's "w/o Skip Connection" (α = 0): the logits do not change when every block is given random
     maps instead of the previous block's (and of the initial map ``A^0``)."""
@@ -279,7 +258,6 @@ def no_skip_ignores_the_previous_maps() -> str:
     return _identical((after - before).abs().max().item())
 
 
-@_on_one_thread
 def decoder_receptive_field() -> str:
     """Fig. 3(b): how many entries of the previous map one logit of decoder self-attention reads (3x3)."""
     torch.manual_seed(0)
@@ -293,7 +271,6 @@ def decoder_receptive_field() -> str:
     return str(int(previous.grad.abs().sum((0, 1)).ne(0).sum()))
 
 
-@_on_one_thread
 def decoder_never_sees_later_tokens() -> str:
     """§3.5, Fig. 3: with its shifted convolutions, an EA decoder's outputs up to a position do not change
     when later target tokens do."""

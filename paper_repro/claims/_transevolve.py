@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from functools import cache, wraps
+from functools import cache
 from pathlib import Path
 
 import torch
@@ -36,21 +36,6 @@ ROUNDING = 1e-12
 """Largest max-abs difference, relative to the reference's largest entry, that float64 rounding explains."""
 
 BATCH, TOKENS, DIM, HEADS, DEPTH = 2, 12, 32, 4, 3
-
-
-def _one_thread(compute: Callable[[], str]) -> Callable[[], str]:
-    """Run ``compute`` on one thread: on tensors this small, more threads only wait for each other."""
-
-    @wraps(compute)
-    def run() -> str:
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            return compute()
-        finally:
-            torch.set_num_threads(threads)
-
-    return run
 
 
 def _identical(gap: float, scale: float = 0.0) -> str:
@@ -95,13 +80,11 @@ def _encoder_block_gap(feed_forward: str, mode: str) -> float:
     return (solved - x).abs().max().item()
 
 
-@_one_thread
 def block_is_euler_lie_trotter() -> str:
     gaps = [_encoder_block_gap(ff, mode) for ff in ("random", "full") for mode in ("fidelity", "factored", "fused")]
     return _identical(max(gaps))
 
 
-@_one_thread
 def decoder_block_is_eq13() -> str:
     """One Lie-Trotter Euler step per layer of a decoder block against eq. 13 then eq. 11, layer by layer."""
     gaps = []
@@ -131,7 +114,6 @@ def decoder_block_is_eq13() -> str:
 # Table 1, §4: the attention's shapes, scale and evaluation paths --------------------------------------
 
 
-@_one_thread
 def notation_dimensions() -> str:
     """d' = d (§7.1), T^l of d' entries and augmented projections of (d + d') x (d + d') (Table 1, eq. 6)."""
     failures = []
@@ -148,7 +130,6 @@ def notation_dimensions() -> str:
     return "d′ = d; T^l has d′ entries; W′_q, W′_k are (d + d′) × (d + d′)"
 
 
-@_one_thread
 def a0_scale() -> str:
     """The factor that multiplies ``Q_h K_hᵀ`` in ``A0``, as ``1/√(width/m)`` of the paper's widths."""
     torch.manual_seed(0)
@@ -176,7 +157,6 @@ def _attention_and_gradients(attention: TransEvolveAttention, mode: str, x0, x, 
     return [out.detach(), *(torch.zeros_like(p) if g is None else g for p, g in zip(inputs, grads))]
 
 
-@_one_thread
 def fast_paths_are_eq9() -> str:
     """The factored and fused paths against eq. 9 with every term of eq. 6 (``fidelity``): outputs and gradients."""
     worst = 0.0
@@ -234,7 +214,6 @@ def depth_vector_convention() -> str:
     )
 
 
-@_one_thread
 def rotation_convention() -> str:
     """Which formula the randomFF expansion ``h U Σ V + β`` (``d → 4d``) follows: eq. 10 as printed or the code's.
 
