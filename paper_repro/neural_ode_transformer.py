@@ -9,7 +9,7 @@
 # and propose the **parallel** layer $x^{m+1} = x^m + G(x^m) + F(x^m)$ (eq. 4): one plain Euler step of
 # the same ODE. Sharing weights over depth turns a 12-layer stack into fewer independent layers, and
 # the Euler step can be replaced by RK4. Their image-classification evidence is Table 1 (CIFAR-100,
-# 12-layer DeiT-Ti-sized models, no dropout or stochastic depth):
+# 12-layer DeiT-Ti-sized models, no dropout or stochastic depth), kept here for reference:
 #
 # | model | layers | independent layers | parameters | top-1 |
 # |---|---|---|---|---|
@@ -23,31 +23,44 @@
 #
 # and, in the text of §3.1, RK4 instead of Euler raises the 12-layer parallel model from 70.92% to 72.66%.
 #
-# ## The claims and where this notebook addresses them
+# ## The claims ledger
 #
-# | claim | here | how | outcome |
-# |---|---|---|---|
-# | C1. the parameter counts of Table 1 | **exactly** | `vit_preset("deit_tiny", num_classes=100, field=..., num_sets=k)` (§1) | all six match (224x224 inputs; the 32x32 `deit_tiny_cifar100` is 0.16M smaller) |
-# | C2. sequential layer = Lie-Trotter Euler step of eq. 3; parallel layer = Euler step (eq. 4); sharing spreads $k$ sets over 12 layers; RK4 integrates the same ODE | **exactly** | the library's encoders against the hand-written layers (§2) | equal to float precision |
-# | C3. parallel beats sequential (66.02% → 70.92%) | **qualitatively**, reduced scale | scikit-learn digits, 3 seeds (§3a) | the paper's direction, within noise |
-# | C4. fewer independent layers: fewer parameters and lower accuracy (70.92% → 53.33%) | **qualitatively**, reduced scale | 12 layers from 12, 6, 4, 3, 2, 1 sets on digits, 3 seeds (§3b) | parameters: yes; accuracy: after 10 epochs yes, after 30 no (digits saturates) |
-# | C5. RK4 beats Euler (70.92% → 72.66%) | **qualitatively**, reduced scale | the same model trained with either solver on digits, 3 seeds (§3c) | not reproduced: RK4 behind (12 epochs) or level (30) |
-# | the CIFAR-100 accuracies themselves | **not here** (needs CIFAR-100 and a GPU) | the exact `neuralode-tf train` commands, smoke-tested on a fake CIFAR folder (§5) | not run |
-# | Table 2 (dropout, stochastic depth), Fig. 2 (norm placement), Tables 3-4 (WMT-14, WikiText-103) | **not addressed** | the library's ViT has neither dropout nor stochastic depth inside the ODE; no WMT/WikiText data here | |
+# Every claim of the paper's tables, figures and equations is an entry of the ledger
+# [`claims/neural_ode_transformer.toml`](claims/neural_ode_transformer.toml) (22 entries), with its class and
+# a verdict computed by one rule (`claims/_rule.py`):
+#
+# * **exact**: Table 1's parameter counts at the paper's printed precision, and the layer identities of
+#   Figure 1, eqs. 1-4, §2 and §3.1 (the library's encoders against the layers written out by hand, in
+#   float64), recomputed by the functions of `claims/_neural_ode_transformer.py`: *matched* or *differs*;
+# * **qualitative**: "a beats b" (parallel beats sequential, more independent layers beat fewer, RK4 beats
+#   Euler) at reduced scale on scikit-learn's digits, over the recorded 30-epoch, 3-seed runs in
+#   `experiments/neural_ode_transformer/`, by the two-standard-error rule: with the mean difference
+#   $\Delta = \bar a - \bar b$ and its standard error $se = \sqrt{s_a^2/n_a + s_b^2/n_b}$, the claim
+#   *agrees* if $\Delta > 2\,se$, *disagrees* if $\Delta < -2\,se$ and is *inconclusive (within noise)*
+#   otherwise;
+# * **not here**: needs CIFAR-100 and a GPU, or a model the library does not have (dropout and stochastic
+#   depth inside the ODE, other norm placements, Fairseq translation and language models); the command or
+#   the missing piece is given (§5).
+#
+# This notebook recomputes the exact entries from the library (§1, §2), checks that the recordings are of
+# the models the library builds today and reruns part of them live (§3), shows them next to the paper's
+# numbers (§4), smoke-tests the CIFAR-100 commands (§5) and ends with the whole ledger recomputed (§6). No
+# verdict here is written by hand: the prose explains the computed ones.
 #
 # Everything runs through the public API: `neuralode_tf.models` (`vit_preset`, `VIT_PRESETS`) and
-# `neuralode_tf.train` (`TrainConfig`, `train`, `compare_variants`, `summarize`, `apply_overrides`, `PRESETS`). The training runs use
-# the `vit_digits` preset (scikit-learn's 8x8 digits, 1,438 train / 359 test images) with model
-# overrides. Runs are independent and seeded and each uses one thread, so they are spread over two worker
-# processes; the numbers do not depend on the number of workers.
+# `neuralode_tf.train` (`TrainConfig`, `train`, `compare_variants`, `summarize`, `apply_overrides`,
+# `PRESETS`); the trainings are those of `experiments/neural_ode_transformer/record.py`, whose variants and
+# settings this notebook imports.
 #
-# Runtime: about 2.5 min on 2 CPU cores (quick preset, the default, what CI runs). `NEURALODE_TF_FULL=1`
-# trains every model 30 epochs instead of 10-12 (6-8 min on 2 CPU cores); neither preset touches
-# CIFAR-100, whose commands (§5) are meant for a GPU.
+# Presets: `quick` (default, what CI runs; about 1 minute on 2 idle CPU cores, up to 2 when they are shared)
+# reruns seed 0 of four models at the recordings' settings (30 epochs), which between them cover all three
+# recordings, checks each against its recording, and recomputes the ledger from the recordings. `full`
+# (`NEURALODE_TF_FULL=1`; 8-16 minutes on 2 CPU cores, the recording took 16 on shared ones) reruns the three
+# recordings whole (10 models, seeds 0-2) and judges the ledger's qualitative entries on the live runs.
+# Neither touches CIFAR-100, whose commands (§5) are meant for a GPU.
 
 # %%
-import csv
-import math
+import importlib.util
 import os
 import pickle
 import shutil
@@ -60,11 +73,18 @@ from pathlib import Path
 
 FULL = os.environ.get("NEURALODE_TF_FULL", "0") == "1"
 T_START = time.perf_counter()
+WORK = Path(os.environ.get("TMPDIR", "/tmp")) / "repro_zhong" / ("full" if FULL else "quick")
+RECORDED = Path("..") / "experiments" / "neural_ode_transformer"
+assert RECORDED.is_dir(), f"run this notebook from paper_repro/ (no {RECORDED.resolve()})"
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+import claims
+import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from claims import _neural_ode_transformer as nt_claims
+from IPython.display import Markdown, display
 
 import neuralode_tf
 from neuralode_tf.models import VIT_PRESETS, vit_preset
@@ -73,17 +93,58 @@ from neuralode_tf.train import (
     ScheduleWarning,
     TrainConfig,
     apply_overrides,
+    build_task,
     compare_variants,
     summarize,
     train,
 )
 
-torch.set_num_threads(1)  # bit-for-bit reproducible reductions
+torch.set_num_threads(1)  # bit-for-bit reproducible reductions, as the recordings (OMP_NUM_THREADS=1)
+torch.manual_seed(0)
 WORKERS = min(2, os.cpu_count() or 1)
-WORK = Path(os.environ.get("TMPDIR", "/tmp")) / "repro_zhong"
-shutil.rmtree(WORK, ignore_errors=True)
+LEDGER = claims.load("neural_ode_transformer")
+CLAIM = {entry.id: entry for entry in LEDGER.claims}
+# the recordings' variants and settings, from the script that made them
+spec = importlib.util.spec_from_file_location("record_neural_ode_transformer", RECORDED / "record.py")
+record = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(record)
 print(f"neuralode_tf {neuralode_tf.__version__}, torch {torch.__version__}, numpy {np.__version__}")
 print(f"FULL={FULL}, {WORKERS} worker processes, runs under {WORK}")
+print(f"ledger: {len(LEDGER.claims)} claims; recordings: {', '.join(LEDGER.recordings)}")
+print(f"recording settings: {record.SETTINGS}, seeds {record.SEEDS}")
+
+# %% [markdown]
+# The paper's numbers used below are read from the ledger's `paper` fields (Table 1's parameters and
+# accuracies, §3.1's RK4 accuracy), so the notebook and the ledger cannot disagree about them.
+
+# %%
+SETS = list(nt_claims.SETS)  # independent layers of Table 1's parallel rows: 12, 6, 4, 3, 2, 1
+
+
+def printed(text: str, unit: str) -> list[float]:
+    """The numbers of a ledger `paper` field such as "5.5M / 2.9M" or "66.02% / 70.92%"."""
+    return [float(part.strip().removesuffix(unit)) for part in text.split(" / ")]
+
+
+paper_parameters = printed(CLAIM["t1-parameters"].paper, "M")  # DeiT-Ti, then parallel 12 ... 1 sets
+paper_accuracy = printed(CLAIM["t1-cifar100-accuracy"].paper, "%")
+PAPER_SEQUENTIAL, PAPER_RK4 = paper_accuracy[0], printed(CLAIM["s31-rk4-cifar100-accuracy"].paper, "%")[0]
+PAPER = dict(zip(SETS, zip(paper_parameters[1:], paper_accuracy[1:], strict=True), strict=True))
+for k, (parameters, accuracy) in PAPER.items():
+    print(f"paper, parallel with {k:>2} independent layers: {parameters}M, {accuracy:.2f}%")
+print(f"paper, DeiT-Ti (sequential): {paper_parameters[0]}M, {PAPER_SEQUENTIAL:.2f}%; parallel + RK4: {PAPER_RK4:.2f}%")
+assert PAPER_SEQUENTIAL < PAPER[12][1] < PAPER_RK4  # the orderings the qualitative entries judge
+
+
+def check_exact(entry_id: str) -> str:
+    """Recompute an exact ledger entry with its function; it must be the stored one."""
+    entry = CLAIM[entry_id]
+    ours = str(getattr(nt_claims, entry.compute)())
+    verdict = claims.exact_verdict(entry.paper, ours)
+    print(f"{entry_id:<32} paper {entry.paper!r:<52} ours {ours!r:<52} {verdict}")
+    assert (ours, verdict) == (entry.ours, entry.verdict), f"{entry_id}: the ledger is stale"
+    return verdict
+
 
 # %% [markdown]
 # ## 1. Parameter counts of Table 1 (exact)
@@ -97,20 +158,10 @@ print(f"FULL={FULL}, {WORKERS} worker processes, runs under {WORK}")
 # The paper's counts are those of the **224x224** model, i.e. CIFAR-100 resized to DeiT's input size. At
 # CIFAR's own 32x32 with patch 4 (`deit_tiny_cifar100`, 64 patches) the patch embedding is 138,240 and the
 # positions 25,344 parameters smaller, so every count is 0.16M lower and none of the six rounds to the paper's.
+# The ledger entry `t1-parameters` is recomputed by `table1_parameters()`.
+
 
 # %%
-PAPER = {  # independent layers -> (parameters in M, top-1 %) of Table 1, parallel model
-    12: (5.5, 70.92),
-    6: (2.9, 67.42),
-    4: (2.0, 66.40),
-    3: (1.5, 63.68),
-    2: (1.1, 61.05),
-    1: (0.7, 53.33),
-}
-PAPER_SEQUENTIAL, PAPER_RK4 = 66.02, 72.66
-SETS = list(PAPER)
-
-
 def count(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
@@ -127,7 +178,7 @@ print(f"parameters per independent layer: {per_set:,}")
 print(f"{'sets':>4} {'paper':>7} {'deit_tiny 224x224':>19} {'deit_tiny_cifar100 32x32':>25}")
 for k in SETS:
     ours224, ours32 = counts["deit_tiny", "parallel", k], counts["deit_tiny_cifar100", "parallel", k]
-    flag = "" if round(ours32 / 1e6, 1) == PAPER[k][0] else "  (differs from the paper)"
+    flag = "" if round(ours32 / 1e6, 1) == PAPER[k][0] else "  (32x32 differs from the paper)"
     print(f"{k:>4} {PAPER[k][0]:>6}M {ours224:>11,} = {ours224 / 1e6:.1f}M {ours32:>13,} = {ours32 / 1e6:.1f}M{flag}")
 
 for preset in ("deit_tiny", "deit_tiny_cifar100"):
@@ -135,316 +186,343 @@ for preset in ("deit_tiny", "deit_tiny_cifar100"):
         assert counts[preset, "split", k] == counts[preset, "parallel", k]  # same parameters, other wiring
         assert counts[preset, "parallel", k] - counts[preset, "parallel", 1] == (k - 1) * per_set
     assert all(counts[preset, "parallel", a] > counts[preset, "parallel", b] for a, b in zip(SETS, SETS[1:]))
-assert all(round(counts["deit_tiny", "parallel", k] / 1e6, 1) == PAPER[k][0] for k in SETS)
 assert counts["deit_tiny", "parallel", 12] - counts["deit_tiny_cifar100", "parallel", 12] == 138_240 + 25_344
+assert not any(round(counts["deit_tiny_cifar100", "parallel", k] / 1e6, 1) == PAPER[k][0] for k in SETS)
+print()
+assert check_exact("t1-parameters") == "matched"
 
 # %% [markdown]
 # ## 2. The layers are steps of one ODE (exact)
 #
 # The library builds a ViT's encoder as one `ContinuousDepth` module: a `WeightSharedField` over depth-time
 # $[0, 12]$ whose pieces are `SplitField(G, F)` (`field="split"`) or `ParallelField(G, F)`
-# (`field="parallel"`). We capture the encoder's input and output with a forward hook and recompute them
-# by hand from the branches $G$, $F$ of the set that layer $m$ uses:
+# (`field="parallel"`). `layer_gap(layer, k)` of `claims/_neural_ode_transformer.py` captures the encoder's
+# input and output with a forward hook and recomputes the output by hand, in float64, from the branches
+# $G$, $F$ of the set that layer $m$ uses (set $\lfloor m k / 12 \rfloor$):
 #
-# * sequential, the default `lie_trotter` step of size 1: $\hat x = x + G(x)$, $x \leftarrow \hat x + F(\hat x)$ (eqs. 1-2);
-# * parallel, the default `euler` step of size 1: $x \leftarrow x + G(x) + F(x)$ (eq. 4);
-# * parallel with `method="rk4"`: the classical RK4 step of size 1 of $G + F$ (four evaluations per layer).
+# * `sequential`, the default `lie_trotter` step of size 1: $\hat x = x + G(x)$, $x \leftarrow \hat x + F(\hat x)$ (eqs. 1-2);
+# * `parallel`, the default `euler` step of size 1: $x \leftarrow x + G(x) + F(x)$ (eq. 4);
+# * `rk4`, the parallel model with `method="rk4"`: the classical RK4 step of size 1 of $G + F$.
 #
-# With `num_sets=3`, layers 0-3 use set 0, layers 4-7 set 1 and layers 8-11 set 2. The model is the
-# 12-layer digits model of §3b ($d = 32$, 4 heads, patch 4), untrained.
+# The model is the 12-layer digits model of §3 ($d = 32$, 4 heads, patch 4), untrained. Below, the largest
+# absolute difference for every layer and every sharing level of Table 1; the ledger's four identity
+# entries use 12 sets (Figure 1, eqs. 1-4, §3.1) and 6 sets (§2).
 
 # %%
-FAMILY = dict(depth=12, dim=32, heads=4, patch_size=4)  # the 12-layer digits models of §3
+LAYERS = ("sequential", "parallel", "rk4")
+gaps = {(layer, k): nt_claims.layer_gap(layer, k) for layer in LAYERS for k in SETS}
+print("max |library - by hand| over the encoder's output (float64), by number of parameter sets")
+print(f"{'layer':<11}" + "".join(f"{k:>9}" for k in SETS))
+for layer in LAYERS:
+    print(f"{layer:<11}" + "".join(f"{gaps[layer, k]:>9.1g}" for k in SETS))
+assert all(gap == 0.0 for gap in gaps.values())  # the same operations in the same order: bit for bit
+print()
+for entry_id in ("fig1-sequential-is-lie-trotter", "fig1-parallel-is-euler", "s2-weight-sharing", "s31-rk4-same-ode"):
+    assert check_exact(entry_id) == "matched"
 
+# %% [markdown]
+# What one forward pass costs, from the encoder's own counter: the Lie-Trotter step evaluates $G$ and $F$ one
+# after the other (two evaluations per layer), the Euler step their sum once, RK4 four times; and with
+# `num_sets=3` layers 0-3 use set 0, layers 4-7 set 1 and layers 8-11 set 2.
 
-def encoder_io(model: torch.nn.Module, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    captured = {}
-    hook = model.encoder.register_forward_hook(lambda module, args, out: captured.update(x0=args[0], x1=out))
+# %%
+images = torch.rand(5, 1, 8, 8, generator=torch.Generator().manual_seed(0))
+nfe = {}
+for name, options in [("sequential", {"field": "split"}), ("parallel", {}), ("parallel + rk4", {"method": "rk4"})]:
+    model = vit_preset("deit_tiny_digits", **nt_claims.FAMILY, num_sets=3, **options).eval()
     with torch.no_grad():
         model(images)
-    hook.remove()
-    return captured["x0"], captured["x1"]
-
-
-def branches(model: torch.nn.Module, layer: int) -> list[torch.nn.Module]:
-    """``[G, F]`` of the parameter set that ``layer`` uses."""
-    field = model.encoder.field
-    return [term.branch for term in field.layers[field.index(layer)].terms]
-
-
-images = torch.rand(5, 1, 8, 8, generator=torch.Generator().manual_seed(0))
-gaps, nfe = {}, {}
-for name, options in [("sequential", {"field": "split"}), ("parallel", {}), ("parallel + rk4", {"method": "rk4"})]:
-    torch.manual_seed(1)
-    model = vit_preset("deit_tiny_digits", **FAMILY, num_sets=3, **options).eval()
-    x0, x1 = encoder_io(model, images)
-    x = x0
-    with torch.no_grad():
-        for m in range(12):
-            G, F = branches(model, m)
-            if name == "sequential":
-                x = x + G(x)
-                x = x + F(x)
-            elif name == "parallel":
-                x = x + G(x) + F(x)
-            else:
-                k1 = G(x) + F(x)
-                k2 = G(x + k1 / 2) + F(x + k1 / 2)
-                k3 = G(x + k2 / 2) + F(x + k2 / 2)
-                k4 = G(x + k3) + F(x + k3)
-                x = x + (k1 + 2 * k2 + 2 * k3 + k4) / 6
-    gaps[name] = (x - x1).abs().max().item() / x1.abs().max().item()
     nfe[name] = model.encoder.stats.nfe
-    print(
-        f"{name:<15} {model.encoder.solve_kwargs['method']:>11}: relative gap {gaps[name]:.0e}, {nfe[name]} evaluations"
-    )
+    print(f"{name:<15} {model.encoder.solve_kwargs['method']:>11}: {nfe[name]} evaluations for 12 layers")
 layer_sets = [model.encoder.field.index(m) for m in range(12)]
 print("parameter set of layers 0-11 with num_sets=3:", layer_sets)
-assert max(gaps.values()) < 1e-5
-assert nfe == {"sequential": 24, "parallel": 12, "parallel + rk4": 48}  # RK4: 4 evaluations of G + F per layer
+assert nfe == {"sequential": 24, "parallel": 12, "parallel + rk4": 48}
 assert layer_sets == [m // 4 for m in range(12)] and len(model.encoder.field.layers) == 3
 
 # %% [markdown]
-# ## 3. Training at reduced scale
+# ## 3. The recordings, and a live rerun
 #
-# All runs use the `vit_digits` training preset (AdamW, lr 2e-3, weight decay 0.05, batch 64, warm-up then
-# cosine decay) on scikit-learn's digits, with seeds 0, 1, 2 (model initialisation and data order):
+# The qualitative entries read three recordings of `record.py` (see `experiments/neural_ode_transformer/README.md`),
+# all on the `vit_digits` training preset (scikit-learn's 8x8 digits, 1,438 train / 359 test images; AdamW,
+# lr 2e-3, weight decay 0.05, batch 64, 50 warm-up steps then cosine decay, **30 epochs**), seeds 0, 1, 2:
 #
-# * **preset model** (§3a, §3c): the preset's own ViT, patch 2 (16 patches), $d = 48$, 4 heads, **4** layers;
-#   sequential vs parallel, and the parallel model trained with Euler vs RK4;
-# * **Table 1 family** (§3a, §3b): the paper's 12 layers at reduced size, $d = 32$, 4 heads, patch 4
-#   (4 patches of 4x4 pixels): sequential with 12 sets, parallel with 12, 6, 4, 3, 2, 1 sets. Patch 4 instead
-#   of the preset's 2: with 16 patches, these 12-layer models stayed near chance for several epochs and
-#   then landed anywhere between chance and 80% after 8-10 epochs (development runs with $d = 16$ and 32),
-#   which no sweep can be read from at this budget.
+# * **preset model**: the preset's own ViT, patch 2 (16 patches), $d = 48$, 4 heads, **4** layers:
+#   `sequential`, `parallel` (Euler) and `parallel_rk4`;
+# * **Table 1 family**: the paper's 12 layers at reduced size, $d = 32$, 4 heads, patch 4:
+#   `sequential_12`, and `parallel_k` with $k$ = 12, 6, 4, 3, 2, 1 parameter sets. (Patch 4 instead of the
+#   preset's 2: with 16 patches these 12-layer models stayed near chance for several epochs in development
+#   runs and then landed anywhere between chance and 80%.)
 #
-# The quick preset trains for 12 (preset model) and 10 (Table 1 family) epochs: short of convergence for the
-# preset model (30 epochs reach about 97%), so §3a/§3c compare how fast the variants learn as much as where
-# they end. `NEURALODE_TF_FULL=1` trains all of them 30 epochs.
+# `parallel_vs_sequential.json` holds `sequential`, `parallel`, `sequential_12`, `parallel_12`;
+# `weight_sharing.json` the six `parallel_k`; `euler_vs_rk4.json` `parallel` and `parallel_rk4` (the runs of
+# `parallel` and `parallel_12` are shared). A recording counts only if its parameter counts are what the
+# library builds today.
 
 # %%
-SEEDS = (0, 1, 2)
-PRESET_EPOCHS = 30 if FULL else 12
-FAMILY_EPOCHS = 30 if FULL else 10
-LOOP = dict(progress=False, warmup_steps=50 if FULL else 20)
-
-EXPERIMENTS = {  # group -> (settings, {variant: model overrides})
-    "preset": (
-        dict(epochs=PRESET_EPOCHS, **LOOP),
-        {"sequential": {"field": "split"}, "parallel": {"field": "parallel"}, "parallel_rk4": {"method": "rk4"}},
-    ),
-    "table1": (
-        dict(epochs=FAMILY_EPOCHS, **LOOP),
-        {
-            "sequential_12": {**FAMILY, "field": "split"},
-            **{f"parallel_{k}": {**FAMILY, "field": "parallel", "num_sets": k} for k in SETS},
-        },
-    ),
+RECORDINGS = {name: recording.rows() for name, recording in LEDGER.recordings.items()}
+assert set(RECORDINGS) == set(record.COMPARISONS)
+data = build_task(PRESETS["vit_digits"].config).data
+BASE_MODEL = PRESETS["vit_digits"].config.model
+BUILT = {  # variant -> parameters of the model the preset builds today
+    name: count(PRESETS["vit_digits"].build_model(data, {**BASE_MODEL, **overrides}))
+    for variants in record.GROUPS.values()
+    for name, overrides in variants.items()
 }
-# one job per (group, variant, seed); the RK4 runs (3-4x the cost of an Euler run) go first
-jobs = [(group, name, seed) for group, (_, variants) in EXPERIMENTS.items() for name in variants for seed in SEEDS]
-jobs.sort(key=lambda job: "rk4" not in job[1])
+for name, rows in RECORDINGS.items():
+    recorded = {row["variant"]: row["parameters"] for row in rows}
+    seeds = sorted({row["seed"] for row in rows})
+    state = "match" if all(BUILT[v] == n for v, n in recorded.items()) else "DIFFER from"
+    print(f"{name}: {len(rows)} runs of {', '.join(recorded)}, seeds {seeds}; parameter counts {state} the preset")
+    assert all(BUILT[v] == n for v, n in recorded.items()), f"{name}: stale; rerun {LEDGER.recordings[name].command}"
+assert BUILT["sequential"] == BUILT["parallel"] == BUILT["parallel_rk4"]
+assert BUILT["sequential_12"] == BUILT["parallel_12"]
+assert all(BUILT[f"parallel_{a}"] > BUILT[f"parallel_{b}"] for a, b in zip(SETS, SETS[1:]))
+
+# %% [markdown]
+# **Live rerun.** `quick`: seed 0 of `parallel` (the preset model, in `parallel_vs_sequential` and
+# `euler_vs_rk4`) and of `parallel_12` (in `parallel_vs_sequential` and `weight_sharing`), the two runs that
+# cover the three recordings, and of `sequential` (the other side of the preset model's comparison) and
+# `parallel_1` (the other end of the sharing sweep): 20-45 s each (by the load), two at a time, one per
+# process. An RK4 run takes about 2.7 minutes, so `euler_vs_rk4` is covered by its Euler side. `full`: every
+# run of the three recordings, the 10 models with seeds 0-2. Each run is
+# `compare_variants("vit_digits", {name: overrides}, (seed,), ...)` with `record.py`'s overrides and settings,
+# one thread per process, as `record.py` runs them. Single-threaded CPU runs are deterministic, so on the
+# machine that made the recordings every rerun gives the recorded test accuracy exactly (a gap of 0.00
+# points); another CPU's kernels may round differently and training amplifies that, so the check allows 2
+# points per run.
+
+# %%
+if WORK.exists():
+    shutil.rmtree(WORK)
+GROUP_OF = {name: group for group, variants in record.GROUPS.items() for name in variants}
+if FULL:
+    recorded_variants = dict.fromkeys(row["variant"] for rows in RECORDINGS.values() for row in rows)
+    JOBS = [(GROUP_OF[name], name, seed) for name in recorded_variants for seed in record.SEEDS]
+else:
+    JOBS = [
+        ("preset", "parallel", 0),
+        ("table1", "parallel_12", 0),
+        ("preset", "sequential", 0),
+        ("table1", "parallel_1", 0),
+    ]
+JOBS.sort(key=lambda job: "rk4" not in job[1])  # the RK4 runs (4x the evaluations) first
+TOLERANCE = 2.0  # points of test accuracy, per run
 
 
 def submit(run, group: str, name: str, seed: int):
-    settings, variants = EXPERIMENTS[group]
-    return run(compare_variants, "vit_digits", {name: variants[name]}, (seed,), WORK / group, **settings)
+    overrides = {name: record.GROUPS[group][name]}
+    return run(compare_variants, "vit_digits", overrides, (seed,), WORK / group, **record.SETTINGS)
 
 
-t_train = time.perf_counter()
+t_live = time.perf_counter()
 if WORKERS > 1:
     context = get_context("spawn")  # fresh interpreters: no state shared with this kernel
     with ProcessPoolExecutor(WORKERS, mp_context=context, initializer=torch.set_num_threads, initargs=(1,)) as pool:
-        futures = [(job, submit(pool.submit, *job)) for job in jobs]
-        rows = [dict(row, group=job[0]) for job, future in futures for row in future.result()]
+        futures = [submit(pool.submit, *job) for job in JOBS]
+        runs = [row for future in futures for row in future.result()]
 else:
-    rows = [dict(row, group=job[0]) for job in jobs for row in submit(lambda fn, *a, **k: fn(*a, **k), *job)]
-train_seconds = time.perf_counter() - t_train
-assert not any(row["non_finite"] for row in rows)
-results = {
-    group: {entry["variant"]: entry for entry in summarize([r for r in rows if r["group"] == group])}
-    for group in EXPERIMENTS
+    runs = [row for job in JOBS for row in submit(lambda fn, *a, **k: fn(*a, **k), *job)]
+LIVE_SECONDS = time.perf_counter() - t_live
+LIVE = {  # recording -> the live runs of its variants, in the recording's order
+    name: [r for v in dict.fromkeys(row["variant"] for row in rows) for r in runs if r["variant"] == v]
+    for name, rows in RECORDINGS.items()
 }
-for group, (_, variants) in EXPERIMENTS.items():
-    for name in variants:
-        entry = results[group][name]
-        per_seed = sorted(
-            (r["seed"], 100 * r["test_accuracy"]) for r in rows if r["variant"] == name and r["group"] == group
-        )
-        seeds_text = ", ".join(f"{a:.1f}" for _, a in per_seed)
+print(f"{len(runs)} live runs ({', '.join(f'{n} seed {s}' for _, n, s in JOBS[:4])}{', ...' * (len(JOBS) > 4)})")
+
+# %%
+GAPS = []
+for name, rows in LIVE.items():
+    old = {(row["variant"], row["seed"]): row for row in RECORDINGS[name]}
+    assert rows, f"no live run covers the recording {name}"
+    for row in rows:
+        before = old[row["variant"], row["seed"]]
+        gap = abs(100 * (row["test_accuracy"] - before["test_accuracy"]))
+        GAPS.append(gap)
         print(
-            f"{group:<7} {name:<14} {entry['parameters']:>8,} parameters  {entry['mean']:5.1f} ± {entry['std']:3.1f}%  ({seeds_text})"
+            f"{name:<23} {row['variant']:<13} seed {row['seed']}: live {100 * row['test_accuracy']:.2f}%,"
+            f" recorded {100 * before['test_accuracy']:.2f}%, gap {gap:.2f} points"
         )
-
-# %% [markdown]
-# How we read a comparison: the difference of the means $\Delta$ against its standard error
-# $s = \sqrt{(\sigma_a^2 + \sigma_b^2)/3}$ over the 3 seeds. $|\Delta| > 2s$ counts as an observed ordering;
-# otherwise the two are indistinguishable at this scale and we say so instead of asserting an order.
-
-
-# %%
-def compare(a: dict, b: dict) -> tuple[float, float, str]:
-    """Mean difference a - b (points), its standard error, and a verdict against the paper's a > b."""
-    delta = a["mean"] - b["mean"]
-    error = math.sqrt((a["std"] ** 2 + b["std"] ** 2) / len(SEEDS))
-    if delta > 2 * error:
-        verdict = "agrees with the paper"
-    elif delta > 0:
-        verdict = "same direction as the paper, within noise"
-    elif delta >= -2 * error:
-        verdict = "opposite direction to the paper, within noise"
-    else:
-        verdict = "DISAGREES with the paper"
-    return delta, error, verdict
-
-
-def spearman(x: list[float], y: list[float]) -> float:
-    rank = lambda v: np.argsort(np.argsort(v)).astype(float)
-    return float(np.corrcoef(rank(x), rank(y))[0, 1])
-
-
-# %% [markdown]
-# ### 3a. Parallel vs sequential (C3)
-
-# %%
-preset, table1 = results["preset"], results["table1"]
-verdicts = {}
-for label, seq, par in [
-    ("preset model, 4 layers", preset["sequential"], preset["parallel"]),
-    ("Table 1 family, 12 layers", table1["sequential_12"], table1["parallel_12"]),
-]:
-    delta, error, verdict = compare(par, seq)
-    verdicts["C3 " + label] = verdict
-    print(
-        f"{label}: sequential {seq['mean']:.1f} ± {seq['std']:.1f}%, parallel {par['mean']:.1f} ± {par['std']:.1f}%"
-        f"  -> parallel - sequential = {delta:+.1f} ± {error:.1f} points: {verdict}"
-    )
-print(f"paper (CIFAR-100, 12 layers): sequential {PAPER_SEQUENTIAL}%, parallel {PAPER[12][1]}% -> +4.9 points")
-assert preset["sequential"]["parameters"] == preset["parallel"]["parameters"]
-assert table1["sequential_12"]["parameters"] == table1["parallel_12"]["parameters"]
-
-# %% [markdown]
-# ### 3b. Weight sharing over 12 layers (C4)
-
-# %%
-sweep = [table1[f"parallel_{k}"] for k in SETS]
-print(f"{'sets':>4} {'params':>8} {'ours':>13}   paper (CIFAR-100)")
-for k, entry in zip(SETS, sweep):
-    print(
-        f"{k:>4} {entry['parameters']:>8,} {entry['mean']:5.1f} ± {entry['std']:3.1f}%   {PAPER[k][0]}M  {PAPER[k][1]:.2f}%"
-    )
-rho = spearman(SETS, [entry["mean"] for entry in sweep])
-delta, error, verdict = compare(table1["parallel_12"], table1["parallel_1"])
-verdicts["C4 12 sets vs 1 set"] = verdict
-inversions = [(a, b) for (a, ea), (b, eb) in zip(zip(SETS, sweep), zip(SETS[1:], sweep[1:])) if eb["mean"] > ea["mean"]]
-print(
-    f"Spearman correlation of sets and mean accuracy: ours {rho:.2f}, paper {spearman(SETS, [PAPER[k][1] for k in SETS]):.2f}"
-)
-print(f"12 sets - 1 set: {delta:+.1f} ± {error:.1f} points ({verdict}); paper {PAPER[12][1] - PAPER[1][1]:+.1f}")
-print("neighbours where fewer sets scored higher:", ", ".join(f"{b} over {a}" for a, b in inversions) or "none")
-params = [entry["parameters"] for entry in sweep]
-assert all(a > b for a, b in zip(params, params[1:]))  # fewer sets, fewer parameters (exact)
-
-# %% [markdown]
-# ### 3c. Euler vs RK4 (C5)
-#
-# The same parallel preset model (same parameters, same initialisation per seed), trained with one Euler
-# step per layer or one RK4 step per layer (four evaluations of $G + F$, so 3-4x the training time).
-
-# %%
-euler, rk4 = preset["parallel"], preset["parallel_rk4"]
-delta, error, verdict = compare(rk4, euler)
-verdicts["C5 RK4 vs Euler"] = verdict
-
-
-def steps_nfe(group: str, name: str) -> float:
-    """Function evaluations of one training step, from the first seed's metrics.csv."""
-    path = WORK / group / name / f"seed{SEEDS[0]}" / "metrics.csv"
-    with path.open() as f:
-        return float(next(csv.DictReader(f))["nfe"])
-
-
-nfe_ratio = steps_nfe("preset", "parallel_rk4") / steps_nfe("preset", "parallel")
-print(
-    f"Euler {euler['mean']:.1f} ± {euler['std']:.1f}%, RK4 {rk4['mean']:.1f} ± {rk4['std']:.1f}% ({nfe_ratio:.0f}x the evaluations)"
-)
-print(f"RK4 - Euler = {delta:+.1f} ± {error:.1f} points: {verdict}; paper {PAPER_RK4 - PAPER[12][1]:+.2f} points")
-assert euler["parameters"] == rk4["parameters"] and nfe_ratio == 4
+        assert not row["non_finite"] and row["parameters"] == before["parameters"] == BUILT[row["variant"]]
+        assert gap <= TOLERANCE, f"{name} {row['variant']} seed {row['seed']}: {gap:.2f} points from the recording"
+print(f"largest gap {max(GAPS):.2f} points over {len(GAPS)} comparisons of {len(runs)} runs")
+for row in runs:  # what the rerun itself shows: every model learns digits in 30 epochs
+    assert 100 * row["test_accuracy"] > 90, f"{row['variant']} seed {row['seed']}: {100 * row['test_accuracy']:.1f}%"
 
 # %% [markdown]
 # ## 4. Paper vs ours
 #
-# One table: the paper's CIFAR-100 numbers next to ours on digits (mean ± std over seeds 0-2). The absolute
-# accuracies are not comparable (10 easy classes vs 100 hard ones, 10-30 epochs on CPU); the orderings are
-# what we compare.
+# The rows behind the figures and the qualitative verdicts: the recordings (`quick`, with the live seed-0
+# runs marked) or this notebook's live runs (`full`). Test accuracy, mean ± standard deviation over the
+# seeds. The absolute accuracies are not comparable with the paper's (10 easy classes at 8x8 pixels vs
+# CIFAR-100; 30 epochs on CPU with 2-3% of DeiT-Ti's parameters); the ledger compares orderings.
 
 # %%
-lines = [
-    ("C3 sequential, 12 layers, 12 sets", f"{PAPER_SEQUENTIAL:.2f}%", "5.5M", table1["sequential_12"]),
-    *[
-        (
-            f"C3/C4 parallel, 12 layers, {k} set{'s' * (k > 1)}",
-            f"{PAPER[k][1]:.2f}%",
-            f"{PAPER[k][0]}M",
-            table1[f"parallel_{k}"],
+ROWS = LIVE if FULL else RECORDINGS
+TABLE = {entry["variant"]: entry for rows in ROWS.values() for entry in summarize(rows)}
+PER_SEED = {
+    v: [100 * r["test_accuracy"] for r in sorted(rows, key=lambda r: r["seed"]) if r["variant"] == v]
+    for rows in ROWS.values()
+    for v in dict.fromkeys(r["variant"] for r in rows)
+}
+LIVE_SEED0 = {} if FULL else {row["variant"]: 100 * row["test_accuracy"] for row in runs}  # quick: the stars
+PAPER_OF = {
+    "sequential_12": PAPER_SEQUENTIAL,
+    **{f"parallel_{k}": PAPER[k][1] for k in SETS},
+    "sequential": PAPER_SEQUENTIAL,
+    "parallel": PAPER[12][1],
+    "parallel_rk4": PAPER_RK4,
+}
+print(f"{'model':<14} {'parameters':>10} {'ours (%)':>12}  {'per seed':<18} | paper (CIFAR-100, 12 layers)")
+for variant, paper in PAPER_OF.items():
+    e = TABLE[variant]
+    seeds = ", ".join(f"{a:.1f}" for a in PER_SEED[variant])
+    print(f"{variant:<14} {e['parameters']:>10,} {e['mean']:>6.1f} ± {e['std']:.1f}  {seeds:<18} | {paper:.2f}%")
+
+# %% [markdown]
+# Each qualitative entry judged by the rule on these rows: $\Delta$ ($a - b$, in points) ± its standard
+# error, and the verdict. An *inconclusive* verdict says that digits, at this size and with three seeds,
+# does not separate the two models; it neither confirms nor contradicts the paper's ordering. Where the
+# ledger has a note on an entry with another verdict, it is printed with it.
+
+# %%
+QUALITATIVE = {}
+for entry in LEDGER.claims:
+    if entry.kind == "qualitative":
+        QUALITATIVE[entry.id] = claims.recompute(LEDGER, entry, ROWS[entry.recording])
+        outcome = QUALITATIVE[entry.id]
+        print(
+            f"{entry.id:<36} {entry.a:>13} vs {entry.b:<13} paper {entry.paper:<30} ours {outcome.ours}: {outcome.verdict}"
         )
-        for k in SETS
-    ],
-    ("C3 sequential, preset (4 layers)", f"{PAPER_SEQUENTIAL:.2f}%", "5.5M", preset["sequential"]),
-    ("C3/C5 parallel Euler, preset", f"{PAPER[12][1]:.2f}%", "5.5M", preset["parallel"]),
-    ("C5 parallel RK4, preset", f"{PAPER_RK4:.2f}%", "5.5M", preset["parallel_rk4"]),
-]
-print(f"{'model':<38} {'paper':>8} {'params':>7}   {'ours':>13} {'params':>8}")
-for label, paper_accuracy, paper_params, entry in lines:
-    ours = f"{entry['mean']:.1f} ± {entry['std']:.1f}%"
-    print(f"{label:<38} {paper_accuracy:>8} {paper_params:>7}   {ours:>13} {entry['parameters']:>8,}")
-print()
-for claim, verdict in verdicts.items():
-    print(f"{claim:<36} {verdict}")
+        if outcome.verdict != "inconclusive (within noise)" and entry.note:
+            print(f"{'':<38}note: {entry.note}")
+verdicts = [o.verdict for o in QUALITATIVE.values()]
+print("on these rows: " + ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts)))
 
 # %% [markdown]
-# What we assert, and what we only report. Asserted in both presets:
-#
-# * C1 and C2 exactly (§1, §2), and the parameter side of C4: fewer sets, strictly fewer parameters;
-# * C5's cost: RK4 takes 4x the evaluations of Euler;
-# * C3 and C5 in the form we observe them: the parallel layer is never significantly worse than the
-#   sequential one, and RK4 is never significantly better than Euler.
-#
-# Only in the quick preset (10 epochs): 12 independent layers beat 1 by more than $2s$, and accuracy rises
-# with the number of sets (Spearman $\rho \ge 0.6$). Only in the full preset (30 epochs): every model
-# reaches 95%.
-#
-# Reported, not asserted (numbers of the full preset recorded with `NEURALODE_TF_FULL=1`, 2 CPU cores):
-#
-# * **C3, parallel vs sequential: the paper's direction, not its size.** The parallel layer is ahead in the
-#   mean in every configuration we ran, but by at most about $2s$: quick +4.0 ± 2.8 points (4 layers) and
-#   +1.3 ± 0.7 (12 layers); full +0.5 ± 0.5 and +0.4 ± 0.2 (97.4 vs 96.9%, 98.1 vs 97.8%). The paper's
-#   +4.9 points is not reproduced as a clear gain at this scale.
-# * **C4, weight sharing: here a short-budget effect.** After 10 epochs accuracy falls from 96.7% (12 sets)
-#   to 92.0% (1 set), with one inversion (4 sets over 6); after 30 epochs every sharing level reaches
-#   96.6-98.1% (12 sets 98.1 ± 0.3%, 1 set 98.0 ± 0.4%). Digits does not need the capacity that CIFAR-100
-#   does (the paper: 70.92% → 53.33%), so the accuracy side of C4 is not reproduced at convergence.
-# * **C5, RK4 vs Euler: not reproduced.** After 12 epochs RK4 is clearly behind (it learns more slowly
-#   from the same initialisation), after 30 epochs the two are within noise (97.0 ± 0.4% vs
-#   97.4 ± 0.9%). The paper's +1.74 points does not appear at this scale.
+# Weight sharing: accuracy against the number of independent layers, ours (left axis; mean ± standard
+# deviation over the seeds, the seeds as dots, the live seed-0 run as a star) next to Table 1's CIFAR-100
+# column (right axis); and the parameter counts relative to 12 sets, ours (the digits family and DeiT-Ti at
+# 224x224) against the paper's, and $k/12$, what a model without a fixed part would give. The parameters
+# that do not depend on $k$ (patch embedding, class token, positions, final norm, head) keep the ratio above
+# $k/12$: printed below as a share of the 12-set model.
 
 # %%
-assert verdicts["C5 RK4 vs Euler"] != "agrees with the paper"  # the paper's RK4 gain is not observed here
-assert all(verdict != "DISAGREES with the paper" for claim, verdict in verdicts.items() if claim.startswith("C3"))
-if FULL:  # trained to convergence, every model learns digits; the sharing levels are within about 1.5 points
-    assert min(entry["mean"] for table in results.values() for entry in table.values()) >= 95
-else:  # a 10-epoch budget separates the sharing levels
-    assert verdicts["C4 12 sets vs 1 set"] == "agrees with the paper" and rho >= 0.6
+fig, (ax, ax_params) = plt.subplots(1, 2, figsize=(10, 3.8))
+x = np.arange(len(SETS))
+names = [f"parallel_{k}" for k in SETS]
+ax.errorbar(
+    x,
+    [TABLE[n]["mean"] for n in names],
+    yerr=[TABLE[n]["std"] for n in names],
+    color="tab:blue",
+    marker="o",
+    capsize=3,
+    label="ours, digits (mean ± std)",
+)
+for i, n in enumerate(names):
+    ax.scatter([i] * len(PER_SEED[n]), PER_SEED[n], color="tab:blue", alpha=0.3, s=12)
+    if n in LIVE_SEED0:
+        first = not any(label == "live rerun, seed 0" for label in ax.get_legend_handles_labels()[1])
+        ax.scatter(
+            i, LIVE_SEED0[n], marker="*", s=120, color="black", zorder=3, label="live rerun, seed 0" if first else None
+        )
+ax.set_xticks(x, [str(k) for k in SETS])
+ax.set_xlabel("independent layers (12 layers in all)")
+ax.set_ylabel("digits test accuracy (%)", color="tab:blue")
+ax.set_ylim(94, 100)
+paper_ax = ax.twinx()
+paper_ax.plot(x, [PAPER[k][1] for k in SETS], color="tab:red", marker="s", label="paper, CIFAR-100")
+paper_ax.set_ylabel("CIFAR-100 top-1 (%), Table 1", color="tab:red")
+paper_ax.set_ylim(45, 75)
+handles = ax.get_legend_handles_labels()[0] + paper_ax.get_legend_handles_labels()[0]
+ax.legend(handles=handles, fontsize=7, loc="lower left")
+ax.set_title("Table 1: accuracy vs weight sharing", fontsize=9)
+relative = {
+    "paper (Table 1)": [PAPER[k][0] / PAPER[12][0] for k in SETS],
+    "ours, DeiT-Ti 224x224": [counts["deit_tiny", "parallel", k] / counts["deit_tiny", "parallel", 12] for k in SETS],
+    "ours, digits family": [BUILT[n] / BUILT["parallel_12"] for n in names],
+}
+for (label, values), marker in zip(relative.items(), ("s", "o", "^")):
+    ax_params.plot(x, values, marker=marker, label=label, linestyle="--" if label.startswith("paper") else "-")
+ax_params.plot(x, [k / 12 for k in SETS], color="gray", linestyle=":", label="k / 12 (no fixed part)")
+ax_params.set_xticks(x, [str(k) for k in SETS])
+ax_params.set_xlabel("independent layers")
+ax_params.set_ylabel("parameters / parameters with 12 sets")
+ax_params.legend(fontsize=7)
+ax_params.set_title("Table 1: parameters vs weight sharing", fontsize=9)
+fig.tight_layout()
+plt.show()
+fixed = {  # parameters that do not depend on k, as a share of the 12-set model
+    "DeiT-Ti 224x224": (12 * counts["deit_tiny", "parallel", 1] - counts["deit_tiny", "parallel", 12]) / 11,
+    "digits family": (12 * BUILT["parallel_1"] - BUILT["parallel_12"]) / 11,
+}
+fixed_share = {
+    "DeiT-Ti 224x224": fixed["DeiT-Ti 224x224"] / counts["deit_tiny", "parallel", 12],
+    "digits family": fixed["digits family"] / BUILT["parallel_12"],
+}
+for name, share in fixed_share.items():
+    print(f"{name}: {fixed[name]:,.0f} parameters outside the layers, {100 * share:.1f}% of the 12-set model")
+assert fixed["DeiT-Ti 224x224"] == counts["deit_tiny", "parallel", 1] - per_set  # one set is per_set
+assert fixed_share["digits family"] < fixed_share["DeiT-Ti 224x224"]
 
 # %% [markdown]
-# ## 5. The paper-size runs (CIFAR-100, GPU)
+# Parallel vs sequential vs RK4: the paper's CIFAR-100 top-1 (left) and ours on digits (right; bars are
+# means, error bars the standard deviation over the seeds, dots the seeds, stars the live seed-0 runs),
+# for the preset's 4-layer model (all three layers) and the 12-layer family (sequential and parallel). The
+# titles carry the ledger's verdicts on these rows.
+
+# %%
+COLOURS = {"sequential": "tab:gray", "parallel": "tab:blue", "parallel_rk4": "tab:orange"}
+fig, (ax_paper, ax_ours) = plt.subplots(1, 2, figsize=(10, 3.8), gridspec_kw=dict(width_ratios=(3, 5)))
+paper_bars = {"sequential": PAPER_SEQUENTIAL, "parallel": PAPER[12][1], "parallel_rk4": PAPER_RK4}
+ax_paper.bar(range(3), list(paper_bars.values()), color=list(COLOURS.values()), alpha=0.5)
+for i, value in enumerate(paper_bars.values()):
+    ax_paper.text(i, value + 0.3, f"{value:.2f}", ha="center", fontsize=8)
+ax_paper.set_xticks(range(3), ["sequential\n(DeiT-Ti)", "parallel\n(Euler)", "parallel\n(RK4)"], fontsize=8)
+ax_paper.set_ylim(60, 75)
+ax_paper.set_ylabel("CIFAR-100 top-1 (%)")
+ax_paper.set_title("paper, 12 layers (Table 1, §3.1)", fontsize=9)
+bars = ["sequential", "parallel", "parallel_rk4", "sequential_12", "parallel_12"]
+positions = [0, 1, 2, 3.5, 4.5]
+for pos, n in zip(positions, bars):
+    colour = COLOURS[n.removesuffix("_12")]
+    ax_ours.bar(pos, TABLE[n]["mean"], 0.8, yerr=TABLE[n]["std"], color=colour, capsize=3)
+    ax_ours.text(pos, 94.2, f"{TABLE[n]['mean']:.1f}", ha="center", fontsize=8, color="white")
+    ax_ours.scatter([pos] * len(PER_SEED[n]), PER_SEED[n], color="black", alpha=0.4, s=10, zorder=3)
+    if n in LIVE_SEED0:
+        ax_ours.scatter(pos, LIVE_SEED0[n], marker="*", s=120, color="black", zorder=4)
+ax_ours.set_xticks(positions, ["sequential", "parallel", "RK4", "sequential", "parallel"], fontsize=8)
+ax_ours.text(1, 100.3, "preset model, 4 layers", ha="center", fontsize=8)
+ax_ours.text(4, 100.3, "12 layers, d = 32", ha="center", fontsize=8)
+ax_ours.set_ylim(94, 101)
+ax_ours.set_ylabel("digits test accuracy (%)")
+short = {"agrees": "agrees", "disagrees": "disagrees", "inconclusive (within noise)": "inconclusive"}
+title = ", ".join(
+    f"{label}: {short[QUALITATIVE[i].verdict]}"
+    for label, i in [
+        ("par > seq", "t1-parallel-beats-sequential-preset"),
+        ("RK4 > Euler", "s31-rk4-beats-euler"),
+        ("par > seq (12)", "t1-parallel-beats-sequential"),
+    ]
+)
+seeds = len(PER_SEED["parallel"])
+ax_ours.set_title(
+    f"ours, digits, 30 epochs, {seeds} seeds{'' if FULL else ' (stars: live seed 0)'}\n{title}", fontsize=8
+)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## 5. The paper-size runs (CIFAR-100, GPU): not here
 #
 # Table 1 itself needs CIFAR-100 (the python version, `cifar-100-python/`) and a GPU. The `vit_digits`
 # preset's model builder takes every `ViT` argument as an override, so the commands below build exactly
 # `vit_preset("deit_tiny_cifar100", field=..., num_sets=k, method=...)` (checked below) and train it on
 # CIFAR-100 with `data.name=cifar100`. The paper gives no training recipe; the settings are DeiT's
 # (Touvron et al. 2021: AdamW, lr 5e-4 per 512 images, weight decay 0.05, 5 warm-up epochs, cosine decay)
-# for 300 epochs at batch 256.
+# for 300 epochs at batch 256. These are the commands of the ledger's not-here entries `t1-cifar100-accuracy`
+# and `s31-rk4-cifar100-accuracy` (checked below); the ledger's other not-here entries are listed after them
+# with what is missing.
 #
 # What the library does not provide for a faithful rerun: DeiT's data augmentation (RandAugment, Mixup,
 # CutMix, random erasing, label smoothing) and resizing CIFAR-100 to 224x224 (which the paper's parameter
@@ -454,7 +532,7 @@ else:  # a 10-epoch budget separates the sharing levels
 # %%
 CIFAR_MODEL = dict(img_size=32, patch_size=4, in_chans=3, dim=192, depth=12, heads=3)
 CIFAR_LOOP = dict(epochs=300, batch_size=256, lr=2.5e-4, weight_decay=0.05, warmup_steps=5 * (50_000 // 256))
-ROWS = {
+CIFAR_ROWS = {
     "sequential": {"field": "split"},
     **{f"parallel_{k}": {"field": "parallel", "num_sets": k} for k in SETS},
     "parallel_rk4": {"field": "parallel", "method": "rk4"},
@@ -470,11 +548,22 @@ def overrides(row: dict) -> list[str]:
     )
 
 
-for name, row in ROWS.items():
-    print(f"neuralode-tf train vit_digits --out-dir runs/zhong2022/{name} --set {' '.join(overrides(row))}")
+for name, row in CIFAR_ROWS.items():
+    command = f"neuralode-tf train vit_digits --out-dir runs/zhong2022/{name} --set {' '.join(overrides(row))}"
+    print(command)
+    # the ledger's commands: the same, with the sharing levels in a shell loop over k
+    ledger_command = CLAIM["s31-rk4-cifar100-accuracy" if "rk4" in name else "t1-cifar100-accuracy"].command
+    looped = command.replace(f"parallel_{row.get('num_sets')}", "parallel_$k").replace(
+        f"num_sets={row.get('num_sets')}", "num_sets=$k"
+    )
+    assert looped in ledger_command, f"{name}: not the ledger's command"
+print()
+for entry in LEDGER.claims:
+    if entry.kind == "not here" and "cifar100-accuracy" not in entry.id:
+        print(f"{entry.id} ({entry.where}): {entry.command}")
 
 # the overrides build the deit_tiny_cifar100 preset (plus the row's field, sets, method)
-for row in ROWS.values():
+for row in CIFAR_ROWS.values():
     built = {**VIT_PRESETS["deit_tiny_digits"], **CIFAR_MODEL, **row, "num_classes": 100}
     assert built == {**VIT_PRESETS["deit_tiny_cifar100"], "field": "split", **row}
 
@@ -483,7 +572,7 @@ for row in ROWS.values():
 # fake `cifar-100-python/` folder of 64 random 32x32 images (one training step on CPU, batch 16): the data
 # loader, the model and the loop accept the configuration, and the model has the 5,380,132 parameters of
 # `vit_preset("deit_tiny_cifar100", field="parallel")`. The library's `ScheduleWarning` about the warm-up is
-# expected there, and shown.
+# expected there: the warnings of the step are recorded to be checked, then shown as Python would show them.
 
 # %%
 fake = WORK / "fake_cifar" / "cifar-100-python"
@@ -493,7 +582,7 @@ for split, n in [("train", 48), ("test", 16)]:
     content = {b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8), b"fine_labels": [i % 100 for i in range(n)]}
     with (fake / split).open("wb") as f:
         pickle.dump(content, f, protocol=2)
-values = apply_overrides(asdict(PRESETS["vit_digits"].config), overrides(ROWS["parallel_12"]))  # as the CLI does
+values = apply_overrides(asdict(PRESETS["vit_digits"].config), overrides(CIFAR_ROWS["parallel_12"]))  # as the CLI
 config = TrainConfig(**values)
 print(f"parsed: epochs={config.epochs}, batch_size={config.batch_size}, lr={config.lr}, model={config.model}")
 smoke = replace(
@@ -506,16 +595,49 @@ smoke = replace(
     data={**config.data, "root": str(fake.parent)},
 )
 with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter("always", ScheduleWarning)
+    warnings.simplefilter("always")
     result = train(smoke)
+for w in caught:  # every warning of the step, shown
+    warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 print(f"one step on fake CIFAR-100: {result['parameters']:,} parameters, {result['steps']} step")
 # On the fake folder an epoch is 3 steps, so the warm-up meant for CIFAR-100's 50,000 images outlasts the
 # 300 epochs, and the library says so; on the real data it fits.
 schedule = [str(w.message) for w in caught if issubclass(w.category, ScheduleWarning)]
-print("ScheduleWarning:", *schedule)
 assert len(schedule) == 1 and "longer than the run" in schedule[0]
 assert result["parameters"] == counts["deit_tiny_cifar100", "parallel", 12] == 5_380_132
 
+# %% [markdown]
+# ## 6. The ledger
+#
+# Every entry recomputed: exact claims from the library, qualitative ones by the two-standard-error rule on
+# the recordings (`quick`) or on this notebook's live runs (`full`). In `quick`, every recomputed entry must be
+# the stored one (what `python -m paper_repro.claims neural_ode_transformer --check` checks in CI too); in
+# `full`, the entries whose live verdict differs from the stored one are listed.
+#
+# Read with §4: at 30 epochs every model learns digits to 96-98%, and of the stored verdicts (which `quick`
+# recomputes above) most of the orderings the paper reports on CIFAR-100 are within noise here. The two
+# that are not both turn on the 2-set group, the lowest of the sweep (the ledger's note on
+# `t1-3-sets-beat-2` and `t1-2-sets-beat-1`): each comparison of 3 vs 3 seeds passes two standard errors by
+# noise alone about 1 time in 10 or more, and the sweep makes six, so neither says much on its own.
+
+# %%
+outcomes = [
+    QUALITATIVE[entry.id] if entry.kind == "qualitative" else claims.recompute(LEDGER, entry) for entry in LEDGER.claims
+]
+display(Markdown(claims.table(LEDGER, outcomes)))
+# the ledger with the recomputed entries, tallied by the columns of the repository README's summary
+RECOMPUTED = replace(
+    LEDGER, claims=[replace(e, ours=o.ours, verdict=o.verdict) for e, o in zip(LEDGER.claims, outcomes)]
+)
+tally = claims.counts(RECOMPUTED)
+print(f"{len(RECOMPUTED.claims)} claims: " + ", ".join(f"{n} {column}" for column, n in tally.items()))
+changed = [new.id for old, new in zip(LEDGER.claims, RECOMPUTED.claims) if new != old]
+if FULL:
+    print(f"live entries that differ from the stored ones: {changed or 'none'}")
+else:
+    assert not changed, f"ledger entries that the code and the recordings no longer give: {changed}"
+assert tally["exact matched"] == sum(e.kind == "exact" for e in LEDGER.claims)  # every exact claim matched
+
 # %%
 # NBVAL_IGNORE_OUTPUT
-print(f"training runs took {train_seconds:.0f} s; notebook ran in {time.perf_counter() - T_START:.0f} s")
+print(f"live runs took {LIVE_SECONDS:.0f} s; notebook ran in {time.perf_counter() - T_START:.0f} s")
