@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from neuralode_tf.train import NonFiniteLossError, TrainConfig, apply_overrides, train
+from neuralode_tf.train import OT_VARIANTS, NonFiniteLossError, TrainConfig, apply_overrides, compare_variants, train
 from neuralode_tf.train.cli import main
 from neuralode_tf.train.tasks import Task
 
@@ -244,6 +244,25 @@ def test_cli_compare_writes_the_table_and_the_sweep(tmp_path, capsys):
         losses = [float(record["loss"]) for record in csv.DictReader(handle)]
     assert len(losses) == 3 and rows[0]["curve"]["loss"] == [pytest.approx(sum(losses) / 3, rel=1e-12)]
     assert len(rows[1]["curve"]["accuracy"]) == 1  # one epoch
+
+
+@pytest.mark.cpu_only("worker processes train on the CPU")
+def test_compare_in_worker_processes_gives_the_rows_of_one_thread(tmp_path):
+    settings = dict(max_steps=2, epochs=1, warmup_steps=0, progress=False)
+    digits = OT_VARIANTS["ot_mnist_vit"]
+    variants = {"baseline": digits["baseline"], "ot": {**digits["ot"], "steps": 2}}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        alone = compare_variants("ot_mnist_vit", variants, (0, 1), tmp_path / "one", **settings)
+    finally:
+        torch.set_num_threads(threads)
+    pooled = compare_variants("ot_mnist_vit", variants, (0, 1), tmp_path / "two", workers=2, **settings)
+    strip = lambda rows: [{k: v for k, v in row.items() if k != "out_dir"} for row in rows]
+    assert [(r["variant"], r["seed"]) for r in pooled] == [("baseline", 0), ("baseline", 1), ("ot", 0), ("ot", 1)]
+    assert strip(pooled) == strip(alone)
+    with pytest.raises(ValueError, match="workers must be a positive int"):
+        compare_variants("ot_mnist_vit", variants, (0,), tmp_path / "none", workers=0, **settings)
 
 
 @pytest.mark.cpu_only("reads image files and counts blocks")

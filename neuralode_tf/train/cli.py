@@ -57,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     versus.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for every run")
     versus.add_argument("--out-dir", help="output folder (default runs/compare/<preset>)")
     versus.add_argument("--sweep", action="store_true", help="evaluate continuous runs with 1-20 Euler steps")
+    versus.add_argument(
+        "--workers", type=int, default=1, help="runs in parallel, one process and one thread each (default 1)"
+    )
     args = parser.parse_args(argv)
     try:
         return _compare(args) if args.command == "compare" else _train(args, parser)
@@ -96,7 +99,7 @@ def _compare(args: argparse.Namespace) -> int:
     chosen = {name: variants[name] for name in (args.variants or variants)}
     values = apply_overrides({"model": {}, "data": {}}, args.set)
     out = Path(args.out_dir or f"runs/compare/{args.preset}")
-    rows = compare_variants(args.preset, chosen, tuple(args.seeds), out, progress=False, **values)
+    rows = compare_variants(args.preset, chosen, tuple(args.seeds), out, args.workers, progress=False, **values)
     if args.sweep:
         for row in rows:  # the discrete baseline has no step count to vary
             continuous = chosen[row["variant"]].get("field") in ("composed", "node")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import csv
 import json
 import statistics
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,7 @@ def compare_variants(
     variants: dict[str, dict[str, Any]],
     seeds: tuple[int, ...] = (0, 1, 2),
     out_dir: str | Path = "runs/compare",
+    workers: int = 1,
     **settings: Any,
 ) -> list[dict[str, Any]]:
     """Train ``preset`` once per variant (model overrides) and seed; one row per run.
@@ -55,28 +58,40 @@ def compare_variants(
         variants: Variant name -> model overrides (e.g. :data:`~neuralode_tf.train.presets.OT_VARIANTS`).
         seeds: Training seeds (model initialisation and data order).
         out_dir: Each run writes to ``out_dir/<variant>/seed<k>``.
+        workers: Runs in parallel, each in its own process with one torch thread (``spawn``); the rows are
+            those of ``workers=1`` under ``OMP_NUM_THREADS=1``, in the same order.
         **settings: Further :class:`TrainConfig` fields (``epochs``, ``max_steps``, ``progress``, ``data``, ...).
 
     Returns:
         Rows ``{"variant", "seed", "parameters", "test_accuracy", "non_finite", "out_dir", "curve"}``, where
         ``curve`` is the run's :func:`learning_curve` (``None`` for a non-finite run).
     """
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be a positive int, not {workers!r}")
     base = replace(PRESETS[preset].config, **settings)
-    rows = []
-    for name, overrides in variants.items():
-        for seed in seeds:
-            run_dir = Path(out_dir) / name / f"seed{seed}"
-            config = replace(base, seed=seed, out_dir=str(run_dir), model={**base.model, **overrides})
-            row: dict[str, Any] = {"variant": name, "seed": seed, "out_dir": str(run_dir)}
-            try:
-                result = train(config)
-                row.update(parameters=result["parameters"], test_accuracy=result["test_accuracy"], non_finite=False)
-                row["curve"] = learning_curve(run_dir)
-            except (NonFiniteLossError, NonFiniteStateError):
-                parameters = sum(p.numel() for p in build_task(config).model.parameters())
-                row.update(parameters=parameters, test_accuracy=None, non_finite=True, curve=None)
-            rows.append(row)
-    return rows
+    jobs = [(name, overrides, seed) for name, overrides in variants.items() for seed in seeds]
+    if workers == 1:
+        return [_run(base, *job, Path(out_dir)) for job in jobs]
+    with ProcessPoolExecutor(
+        workers, mp_context=get_context("spawn"), initializer=torch.set_num_threads, initargs=(1,)
+    ) as pool:
+        futures = [pool.submit(_run, base, *job, Path(out_dir)) for job in jobs]
+        return [future.result() for future in futures]
+
+
+def _run(base: TrainConfig, name: str, overrides: dict[str, Any], seed: int, out_dir: Path) -> dict[str, Any]:
+    """One run of a comparison, as a row (see :func:`compare_variants`)."""
+    run_dir = out_dir / name / f"seed{seed}"
+    config = replace(base, seed=seed, out_dir=str(run_dir), model={**base.model, **overrides})
+    row: dict[str, Any] = {"variant": name, "seed": seed, "out_dir": str(run_dir)}
+    try:
+        result = train(config)
+        row.update(parameters=result["parameters"], test_accuracy=result["test_accuracy"], non_finite=False)
+        row["curve"] = learning_curve(run_dir)
+    except (NonFiniteLossError, NonFiniteStateError):
+        parameters = sum(p.numel() for p in build_task(config).model.parameters())
+        row.update(parameters=parameters, test_accuracy=None, non_finite=True, curve=None)
+    return row
 
 
 def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
