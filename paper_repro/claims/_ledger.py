@@ -57,7 +57,10 @@ class Recording:
     command: str
 
     def rows(self) -> list[dict]:
-        return json.loads((ROOT / self.path).read_text())
+        path = ROOT / self.path
+        if not path.is_file():
+            raise LedgerError(f"recording {self.name!r} has no file {self.path}: record it with `{self.command}`")
+        return json.loads(path.read_text(encoding="utf-8"))
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,7 @@ class Claim:
     metric: str = "test_accuracy"
     metric_b: str = ""  # b's metric, when it is not a's (e.g. one model at two step counts)
     higher_is_better: bool = True
+    unit: str = ""  # of a ``samples`` claim's values, e.g. "ms per step"
 
 
 @dataclass
@@ -185,7 +189,7 @@ def recompute(ledger: Ledger, claim: Claim, rows: list[dict] | None = None) -> O
         return Outcome(ours, _rule.exact_verdict(claim.paper, ours))
     if claim.samples:
         a, b = _function(ledger, claim.samples)()
-        label, unit, digits, count = "", "", 2, "samples"
+        label, unit, digits, count = "", f" {claim.unit}" if claim.unit else "", 2, "samples"
     else:
         recording = ledger.recordings[claim.recording]
         rows = recording.rows() if rows is None else rows
