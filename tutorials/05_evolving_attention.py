@@ -27,6 +27,7 @@
 # %%
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -198,6 +199,10 @@ for name, values in entropy.items():
 assert entropy["evolving"].mean() < entropy["vanilla"].mean()
 
 # %% [markdown]
+# This shows the measurement on one trained model of each kind (seed 0), not a verdict on the paper's
+# claim: a qualitative comparison needs at least three seeds, and the ledger lists Figure 4 as not here.
+
+# %% [markdown]
 # ## 4. Ablations (Tables 2, 4, 6 of the paper)
 #
 # Recorded with `OMP_NUM_THREADS=1 neuralode-tf compare ea_digits_vit --seeds 0 1 2` and
@@ -219,18 +224,30 @@ for variant in EA_VARIANTS["ea_digits_vit"]:
     )
     print(f"{variant:<16} {cells}")
 assert all(count == 3 for _, _, count in table.values())
-digits = {variant: table["ea_digits_vit", variant][0] for variant in EA_VARIANTS["ea_digits_vit"]}
-tweets = {variant: table["ea_tweets_text", variant][0] for variant in EA_VARIANTS["ea_tweets_text"]}
-assert digits["ea"] > digits["vanilla"] and min(digits, key=digits.get) == "no_convolution"
-assert max(tweets, key=tweets.get) == "vanilla"
 
 # %% [markdown]
-# On digits the paper's ordering holds except for the kernel size: evolving attention above vanilla,
-# no convolution, no skip and 1x1 below it, the convolution mattering most; but 5x5 kernels are the best
-# model here (1.2 points above vanilla, 1.1 above 3x3), while the paper has 3x3 above 5x5 (Tables 2, 4
-# and 6: ImageNet top-1 75.23 vs 75.12, CoLA 61.6 vs 59.2, De-En BLEU 33.80 vs 33.54). Apart from 5x5
-# the gaps are within one standard deviation. On tweets the ordering does not hold: vanilla attention
-# is best and the EA variants sit 0.6-0.9 points below, within the seeds' spread.
+# Are these differences more than the seeds' noise? The reproductions judge every ordering the paper
+# claims (EA above vanilla, above no convolution and no skip, 3x3 above 1x1 and 5x5) by one rule: with
+# the mean difference $\Delta$ and its standard error over the seeds, "agrees" if $\Delta > 2\,se$,
+# "disagrees" if $\Delta < -2\,se$, "inconclusive" otherwise. The evolving-attention ledger
+# (`paper_repro/claims/evolving_attention.toml`) holds them; here they are recomputed from the rows above.
+
+# %%
+sys.path.insert(0, str(Path("..") / "paper_repro"))
+import claims  # noqa: E402  (the reproductions' ledger, beside this folder)
+
+ledger = claims.load("evolving_attention")
+ablations = [entry for entry in ledger.claims if entry.recording in ("ea_digits_vit", "ea_tweets_text")]
+for entry in ablations:
+    outcome = claims.recompute(ledger, entry)
+    print(f"{entry.where:<10} {entry.claim[:52]:<52} {outcome.ours:<42} {outcome.verdict}")
+    assert outcome.verdict == "inconclusive (within noise)"
+assert table["ea_digits_vit", "kernel_5x5"][0] > table["ea_digits_vit", "ea"][0]  # the means' order, within noise
+assert table["ea_tweets_text", "vanilla"][0] > table["ea_tweets_text", "ea"][0]
+
+# %% [markdown]
+# None of the paper's ablation orderings is decided at this scale, on either stand-in: the ordering of
+# the means (5x5 above 3x3 on digits, vanilla above EA on tweets) is inside the seeds' noise.
 
 # %% [markdown]
 # ## 5. The augmented-state field with RK4
