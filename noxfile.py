@@ -233,8 +233,8 @@ def tests_oldest(session: nox.Session) -> None:
 
     Builds an sdist and, from it, a wheel (so a file left out of either is missing here too), installs the
     wheel with the test and docs extras under ``-c constraints/oldest.txt``, checks that the installed
-    versions are the pins, and runs a copy of tests/ (with benchmarks/ and paper_repro/claims/, which some tests import) from a
-    temporary folder, so that ``neuralode_tf`` can only be imported from site-packages. Then the docs and
+    versions are the pins, and runs a copy of tests/ (with benchmarks/ and paper_repro/claims/, which some tests
+    import) from a temporary folder, so that ``neuralode_tf`` can only be imported from site-packages. Then the docs and
     dev tools at their bounds: a small notebook through jupytext and nbval, ``nox --list`` and
     ``ruff check``. Extra arguments go to the suite's pytest, e.g. ``nox -s tests_oldest -- -x -k solve``.
     """
