@@ -344,18 +344,10 @@ if FULL:
 # `full`, the entries whose live verdict differs from the stored one are listed.
 
 # %%
-outcomes = []
-for entry in LEDGER.claims:
-    rows = LIVE[entry.recording] if FULL and entry.recording else None
-    outcomes.append(claims.recompute(LEDGER, entry, rows))
+outcomes = claims.recompute_all(LEDGER, LIVE if FULL else None)
 display(Markdown(claims.table(LEDGER, outcomes)))
-labels = [
-    entry.kind if entry.kind == outcome.verdict else f"{entry.kind}: {outcome.verdict}"
-    for entry, outcome in zip(LEDGER.claims, outcomes)
-]
-tally = {label: labels.count(label) for label in dict.fromkeys(labels)}
-print(f"{len(outcomes)} claims: " + ", ".join(f"{n} {label}" for label, n in tally.items()))
-changed = [e.id for e, o in zip(LEDGER.claims, outcomes) if (o.ours, o.verdict) != (e.ours, e.verdict)]
+print(claims.tally(LEDGER, outcomes))
+changed = claims.changed(LEDGER, outcomes)
 if FULL:
     print(f"live entries that differ from the stored ones: {changed or 'none'}")
 else:

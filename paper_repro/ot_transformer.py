@@ -397,17 +397,14 @@ plt.show()
 # entry must be the stored one (what `python -m paper_repro.claims --check` checks in CI too).
 
 # %%
-outcomes = []
-for entry in LEDGER.claims:
-    rows = OURS.get(entry.recording) if FULL and entry.recording else None
-    outcomes.append(claims.recompute(LEDGER, entry, rows))
+outcomes = claims.recompute_all(LEDGER, OURS if FULL else None)
 display(Markdown(claims.table(LEDGER, outcomes)))
-labels = [f"{entry.kind}: {outcome.verdict}" for entry, outcome in zip(LEDGER.claims, outcomes)]
-tally = {label: labels.count(label) for label in dict.fromkeys(labels)}
-print(f"{len(outcomes)} claims: " + ", ".join(f"{n} {label}" for label, n in tally.items()))
-if not FULL:
-    stale = [e.id for e, o in zip(LEDGER.claims, outcomes) if (o.ours, o.verdict) != (e.ours, e.verdict)]
-    assert not stale, f"ledger entries that the recordings no longer give: {stale}"
+print(claims.tally(LEDGER, outcomes))
+changed = claims.changed(LEDGER, outcomes)
+if FULL:
+    print(f"live entries that differ from the stored ones: {changed or 'none'}")
+else:
+    assert not changed, f"ledger entries that the recordings no longer give: {changed}"
 
 # %% [markdown]
 # ## Not here: the real datasets (commands for a GPU)

@@ -259,14 +259,14 @@ plt.show()
 
 # %%
 LIVE = {"transevolve_listops": live_listops, "transevolve_reverse": live_reverse}
-outcomes = [claims.recompute(LEDGER, e, LIVE.get(e.recording) if FULL and e.recording else None) for e in LEDGER.claims]
+outcomes = claims.recompute_all(LEDGER, LIVE if FULL else None)
 display(Markdown(claims.table(LEDGER, outcomes)))
-labels = [f"{entry.kind}: {outcome.verdict}" for entry, outcome in zip(LEDGER.claims, outcomes)]
-tally = {label: labels.count(label) for label in dict.fromkeys(labels)}
-print(f"{len(outcomes)} claims: " + ", ".join(f"{n} {label}" for label, n in tally.items()))
-if not FULL:
-    stale = [e.id for e, o in zip(LEDGER.claims, outcomes) if (o.ours, o.verdict) != (e.ours, e.verdict)]
-    assert not stale, f"ledger entries that the code or recordings no longer give: {stale}"
+print(claims.tally(LEDGER, outcomes))
+changed = claims.changed(LEDGER, outcomes)
+if FULL:
+    print(f"live entries that differ from the stored ones: {changed or 'none'}")
+else:
+    assert not changed, f"ledger entries that the code or recordings no longer give: {changed}"
 
 # %%
 # NBVAL_IGNORE_OUTPUT

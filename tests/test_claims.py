@@ -94,6 +94,19 @@ def test_a_qualitative_claim_is_judged_from_rows_by_the_rule():
     assert claims.recompute(diverged, diverged.claims[0], rows).ours.startswith("digits: +0.25 ± 0.25 of runs")
 
 
+def test_live_rows_replace_the_recording_and_changes_are_listed():
+    ledger = _ledger.parse("paper", {"paper": "P", "reference": "R", "recordings": RECORDING, "claim": [_entry()]})
+    rows = [
+        {"variant": variant, "seed": s, "test_accuracy": accuracy + s / 100, "non_finite": False}
+        for variant, accuracy in (("ot", 0.5), ("baseline", 0.9))
+        for s in range(3)
+    ]
+    outcomes = claims.recompute_all(ledger, {"r": rows})  # "r" is never read from its (missing) file
+    assert outcomes == [claims.Outcome("digits: -40.0 ± 0.8 points (se; 3 vs 3 seeds)", "disagrees")]
+    assert claims.changed(ledger, outcomes) == ["x"]  # the stored entry says "" / agrees
+    assert claims.tally(ledger, outcomes) == "1 claims: 1 qualitative: disagrees"
+
+
 def test_every_ledger_parses_and_every_verdict_is_one_the_rule_gives():
     for key in claims.PAPERS:
         ledger = claims.load(key)

@@ -10,8 +10,20 @@ The reproduction notebooks import this package (``import claims`` from ``paper_r
 their ledger and to judge their live reruns by the same rule.
 """
 
-from ._ledger import PAPERS, Claim, Ledger, LedgerError, Outcome, Recording, load, recompute, stale
-from ._report import counts, summary, table
+from ._ledger import (
+    PAPERS,
+    Claim,
+    Ledger,
+    LedgerError,
+    Outcome,
+    Recording,
+    changed,
+    load,
+    recompute,
+    recompute_all,
+    stale,
+)
+from ._report import counts, summary, table, tally
 from ._rule import VERDICTS, Judgement, exact_verdict, two_standard_errors
 
 __all__ = [
@@ -23,12 +35,15 @@ __all__ = [
     "LedgerError",
     "Outcome",
     "Recording",
+    "changed",
     "counts",
     "exact_verdict",
     "load",
     "recompute",
+    "recompute_all",
     "stale",
     "summary",
     "table",
+    "tally",
     "two_standard_errors",
 ]

@@ -206,6 +206,18 @@ def recompute(ledger: Ledger, claim: Claim, rows: list[dict] | None = None) -> O
     return Outcome(ours, judged.verdict)
 
 
+def recompute_all(ledger: Ledger, live: dict[str, list[dict]] | None = None) -> list[Outcome]:
+    """Every claim's :func:`recompute`; qualitative claims of a recording named in ``live`` are judged on those
+    rows (a notebook's live reruns) instead of the recording."""
+    live = live or {}
+    return [recompute(ledger, claim, live.get(claim.recording)) for claim in ledger.claims]
+
+
+def changed(ledger: Ledger, outcomes: list[Outcome]) -> list[str]:
+    """Ids of the claims whose ``outcomes`` are not the stored ``ours`` and verdict."""
+    return [c.id for c, o in zip(ledger.claims, outcomes, strict=True) if (o.ours, o.verdict) != (c.ours, c.verdict)]
+
+
 def stale(ledger: Ledger) -> list[str]:
     """Claims whose stored ``ours`` or verdict is not what the code and recordings give now."""
     problems = []

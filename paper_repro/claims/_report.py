@@ -52,6 +52,13 @@ def counts(ledger: Ledger) -> dict[str, int]:
     }
 
 
+def tally(ledger: Ledger, outcomes: Iterable[Outcome]) -> str:
+    """``"N claims: k exact: matched, ..."``: how many outcomes fall under each class and verdict."""
+    labels = [f"{claim.kind}: {outcome.verdict}" for claim, outcome in zip(ledger.claims, outcomes, strict=True)]
+    counted = {label: labels.count(label) for label in dict.fromkeys(labels)}
+    return f"{len(labels)} claims: " + ", ".join(f"{n} {label}" for label, n in counted.items())
+
+
 def summary(ledgers: Iterable[Ledger]) -> str:
     """The per-paper verdict counts, as the README shows them."""
     rows = ["| paper | claims | " + " | ".join(label for label, _, _ in COLUMNS) + " |", "|---" * 8 + "|"]
