@@ -51,9 +51,9 @@ AUTO_FACTORED_MAX_TOKENS: dict[str, int] = {"cpu": 4096, "cuda": 256}
 """Longest sequence (queries or keys) for which ``mode="auto"`` picks ``"factored"`` (else ``"fused"``), by device type.
 
 CPU, measured by ``python -m benchmarks.transevolve`` (``benchmarks/results/transevolve_cpu.json``, d = 256,
-8 heads, depth 6, forward + backward): ``factored`` is the faster exact path at every measured length
-(1.10-1.12x / 1.01-1.05x / 1.00-1.24x / 0.98-1.03x the standard stack's speed at n = 256 / 1k / 2k / 4k, two
-runs, against 0.91-0.92x / 0.76-0.77x / 0.71-1.01x / 0.62-0.64x for ``fused``), but it holds ``n × n``
+8 heads, depth 6, forward + backward; 2026-11-24): ``factored`` is the faster exact path at every measured
+length (1.05x / 1.05x / 1.02x / 1.04x / 0.92x the standard stack's speed at n = 256 / 1k / 2k / 3k / 4k, against
+0.95x / 0.84x / 0.63x / 0.67x / 0.65x for ``fused``), but it holds ``n × n``
 weights per head (2 GB against 0.6 GB at n = 4k, batch 1), so beyond the measured range ``auto`` switches
 to ``fused``, whose memory stays ``O(n)``.
 CUDA: a placeholder, not yet measured on a GPU. Other devices use the CUDA value."""
