@@ -55,7 +55,6 @@ import claims
 import matplotlib.pyplot as plt
 import torch
 from claims import _evolving_attention as ea_claims
-from IPython.display import Markdown, display
 from matplotlib.patches import Patch
 
 import neuralode_tf
@@ -344,14 +343,7 @@ if FULL:
 # `full`, the entries whose live verdict differs from the stored one are listed.
 
 # %%
-outcomes = claims.recompute_all(LEDGER, LIVE if FULL else None)
-display(Markdown(claims.table(LEDGER, outcomes)))
-print(claims.tally(LEDGER, outcomes))
-changed = claims.changed(LEDGER, outcomes)
-if FULL:
-    print(f"live entries that differ from the stored ones: {changed or 'none'}")
-else:
-    assert not changed, f"ledger entries that the code and the recordings no longer give: {changed}"
+claims.notebook_report(LEDGER, LIVE if FULL else None)
 
 # %%
 # NBVAL_IGNORE_OUTPUT

@@ -84,7 +84,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from claims import _neural_ode_transformer as nt_claims
-from IPython.display import Markdown, display
 
 import neuralode_tf
 from neuralode_tf.models import VIT_PRESETS, vit_preset
@@ -621,22 +620,9 @@ assert result["parameters"] == counts["deit_tiny_cifar100", "parallel", 12] == 5
 # noise alone about 1 time in 10 or more, and the sweep makes six, so neither says much on its own.
 
 # %%
-outcomes = [
-    QUALITATIVE[entry.id] if entry.kind == "qualitative" else claims.recompute(LEDGER, entry) for entry in LEDGER.claims
-]
-display(Markdown(claims.table(LEDGER, outcomes)))
-# the ledger with the recomputed entries, tallied by the columns of the repository README's summary
-RECOMPUTED = replace(
-    LEDGER, claims=[replace(e, ours=o.ours, verdict=o.verdict) for e, o in zip(LEDGER.claims, outcomes)]
-)
-tally = claims.counts(RECOMPUTED)
-print(f"{len(RECOMPUTED.claims)} claims: " + ", ".join(f"{n} {column}" for column, n in tally.items()))
-changed = [new.id for old, new in zip(LEDGER.claims, RECOMPUTED.claims) if new != old]
-if FULL:
-    print(f"live entries that differ from the stored ones: {changed or 'none'}")
-else:
-    assert not changed, f"ledger entries that the code and the recordings no longer give: {changed}"
-assert tally["exact matched"] == sum(e.kind == "exact" for e in LEDGER.claims)  # every exact claim matched
+outcomes = claims.notebook_report(LEDGER, LIVE if FULL else None)
+exact = [o.verdict for e, o in zip(LEDGER.claims, outcomes) if e.kind == "exact"]
+assert exact == ["matched"] * len(exact)  # every exact claim matched
 
 # %%
 # NBVAL_IGNORE_OUTPUT

@@ -52,7 +52,6 @@ import claims
 import matplotlib.pyplot as plt
 import torch
 from claims import _ot_transformer as ot_claims
-from IPython.display import Markdown, display
 
 import neuralode_tf
 from neuralode_tf.train import (
@@ -397,14 +396,7 @@ plt.show()
 # entry must be the stored one (what `python -m paper_repro.claims --check` checks in CI too).
 
 # %%
-outcomes = claims.recompute_all(LEDGER, OURS if FULL else None)
-display(Markdown(claims.table(LEDGER, outcomes)))
-print(claims.tally(LEDGER, outcomes))
-changed = claims.changed(LEDGER, outcomes)
-if FULL:
-    print(f"live entries that differ from the stored ones: {changed or 'none'}")
-else:
-    assert not changed, f"ledger entries that the recordings no longer give: {changed}"
+claims.notebook_report(LEDGER, OURS if FULL else None)
 
 # %% [markdown]
 # ## Not here: the real datasets (commands for a GPU)

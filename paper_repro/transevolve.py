@@ -45,7 +45,6 @@ import claims
 import matplotlib.pyplot as plt
 import torch
 from claims import _transevolve as te_claims
-from IPython.display import Markdown, display
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import neuralode_tf
@@ -259,14 +258,7 @@ plt.show()
 
 # %%
 LIVE = {"transevolve_listops": live_listops, "transevolve_reverse": live_reverse}
-outcomes = claims.recompute_all(LEDGER, LIVE if FULL else None)
-display(Markdown(claims.table(LEDGER, outcomes)))
-print(claims.tally(LEDGER, outcomes))
-changed = claims.changed(LEDGER, outcomes)
-if FULL:
-    print(f"live entries that differ from the stored ones: {changed or 'none'}")
-else:
-    assert not changed, f"ledger entries that the code or recordings no longer give: {changed}"
+claims.notebook_report(LEDGER, LIVE if FULL else None)
 
 # %%
 # NBVAL_IGNORE_OUTPUT

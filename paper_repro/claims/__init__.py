@@ -21,9 +21,8 @@ from ._ledger import (
     load,
     recompute,
     recompute_all,
-    stale,
 )
-from ._report import counts, summary, table, tally
+from ._report import counts, notebook_report, summary, table, tally
 from ._rule import VERDICTS, Judgement, exact_verdict, two_standard_errors
 
 __all__ = [
@@ -39,9 +38,9 @@ __all__ = [
     "counts",
     "exact_verdict",
     "load",
+    "notebook_report",
     "recompute",
     "recompute_all",
-    "stale",
     "summary",
     "table",
     "tally",

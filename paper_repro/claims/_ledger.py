@@ -13,7 +13,7 @@ value as printed), ``class`` and the stored ``ours`` and ``verdict``. By class:
 * ``not here``: needs the paper's data or hardware; ``command`` is the run that would produce ours.
 
 :func:`recompute` gives every claim's ``ours`` and verdict from the code and the recordings, so a
-stored entry that the code no longer supports is found by :func:`stale`.
+stored entry that the code no longer supports is found by :func:`changed`.
 """
 
 from __future__ import annotations
@@ -216,16 +216,3 @@ def recompute_all(ledger: Ledger, live: dict[str, list[dict]] | None = None) -> 
 def changed(ledger: Ledger, outcomes: list[Outcome]) -> list[str]:
     """Ids of the claims whose ``outcomes`` are not the stored ``ours`` and verdict."""
     return [c.id for c, o in zip(ledger.claims, outcomes, strict=True) if (o.ours, o.verdict) != (c.ours, c.verdict)]
-
-
-def stale(ledger: Ledger) -> list[str]:
-    """Claims whose stored ``ours`` or verdict is not what the code and recordings give now."""
-    problems = []
-    for claim in ledger.claims:
-        now = recompute(ledger, claim)
-        if (now.ours, now.verdict) != (claim.ours, claim.verdict):
-            problems.append(
-                f"{ledger.key}:{claim.id}: stored {claim.ours!r} ({claim.verdict}), "
-                f"recomputed {now.ours!r} ({now.verdict})"
-            )
-    return problems

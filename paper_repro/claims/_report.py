@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from . import _rule
-from ._ledger import ROOT, Claim, Ledger, Outcome
+from ._ledger import ROOT, Claim, Ledger, Outcome, changed, recompute_all
 
 COLUMNS = (
     ("exact matched", "exact", _rule.MATCHED),
@@ -57,6 +57,23 @@ def tally(ledger: Ledger, outcomes: Iterable[Outcome]) -> str:
     labels = [f"{claim.kind}: {outcome.verdict}" for claim, outcome in zip(ledger.claims, outcomes, strict=True)]
     counted = {label: labels.count(label) for label in dict.fromkeys(labels)}
     return f"{len(labels)} claims: " + ", ".join(f"{n} {label}" for label, n in counted.items())
+
+
+def notebook_report(ledger: Ledger, live: dict[str, list[dict]] | None = None) -> list[Outcome]:
+    """A reproduction notebook's last cell: recompute the ledger (qualitative claims on the ``live`` rows of a
+    ``full`` run where given), display it as a table and print the tally. Without ``live`` every entry must be
+    the stored one (``AssertionError`` otherwise); with it, the entries that differ are listed."""
+    from IPython.display import Markdown, display
+
+    outcomes = recompute_all(ledger, live)
+    display(Markdown(table(ledger, outcomes)))
+    print(tally(ledger, outcomes))
+    moved = changed(ledger, outcomes)
+    if live is not None:
+        print(f"live entries that differ from the stored ones: {moved or 'none'}")
+    else:
+        assert not moved, f"ledger entries that the code and the recordings no longer give: {moved}"
+    return outcomes
 
 
 def summary(ledgers: Iterable[Ledger]) -> str:
