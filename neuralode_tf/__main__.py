@@ -1,4 +1,4 @@
-"""``python -m neuralode_tf train ...``: the same as the ``neuralode-tf`` command."""
+"""``python -m neuralode_tf train|compare|demo ...``: the same as the ``neuralode-tf`` command."""
 
 import sys
 

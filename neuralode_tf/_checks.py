@@ -19,6 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from .numerics import InvalidFieldError, InvalidTimesError, _validate, resolve_backend, solve
+from .protocols import Conditioned
 
 __all__ = [
     "required_positionals",
@@ -120,9 +121,9 @@ def bind_calls(field: nn.Module, conditioning: Mapping[str, Any]) -> list[tuple[
     """
     calls, named = [], set()
     for module in field.modules():
-        bind = getattr(module, "bind", None)
-        if not callable(bind):
+        if not isinstance(module, Conditioned):
             continue
+        bind = module.bind
         keywords, takes_any = _bind_keywords(bind)
         named |= keywords
         calls.append(

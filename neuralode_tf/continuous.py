@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import torch
@@ -10,8 +13,16 @@ from torch import Tensor, nn
 from ._checks import bind_calls, check_conditioning, check_field, check_solve_settings, check_times
 from ._typing import State
 from .numerics import FIXED_GRID_METHODS, SolverConfigError, Stats, resolve_backend, solve
+from .protocols import Augmented
 
-__all__ = ["ContinuousDepth", "regularization"]
+__all__ = ["ContinuousDepth", "set_solve_options", "regularization"]
+
+_SOLVE_OPTIONS = frozenset(inspect.signature(solve).parameters) - {"field", "y0", "t"}
+"""The keywords of :func:`~neuralode_tf.solve` that a ContinuousDepth keeps as its solve options."""
+
+_GRID = ("steps", "step_size")
+_INTEGRATOR = (*_GRID, "substep", "rtol", "atol", "dt0", "options", "max_steps")
+"""Options that belong to one method: a new ``method`` starts them from their defaults."""
 
 
 class ContinuousDepth(nn.Module):
@@ -32,7 +43,7 @@ class ContinuousDepth(nn.Module):
         method, steps, step_size: As in :func:`~neuralode_tf.solve`. A fixed-grid method given
             neither ``steps`` nor ``step_size`` takes unit steps, so the default, Euler, computes
             one residual block per unit of depth-time.
-        **solve_kwargs: Any further argument of :func:`~neuralode_tf.solve` (``adjoint``,
+        **solve_options: Any further argument of :func:`~neuralode_tf.solve` (``adjoint``,
             ``backend``, ``rtol``, ``substep``, ...).
 
     Raises:
@@ -45,6 +56,8 @@ class ContinuousDepth(nn.Module):
             as ``steps`` and ``step_size``, are checked at the first forward).
 
     Attributes:
+        solve_options: The keywords every forward passes to :func:`~neuralode_tf.solve` (read-only). Change
+            them with :meth:`set_solve_options`, e.g. to integrate a trained model with another method.
         stats: The :class:`~neuralode_tf.numerics.Stats` of the last forward call (``None`` before it).
         regularization: A scalar tensor that the last forward call asks to add to the training loss
             (e.g. a transport cost), or ``None``. :func:`regularization` sums these over a model;
@@ -66,18 +79,63 @@ class ContinuousDepth(nn.Module):
         method: str = "euler",
         steps: int | None = None,
         step_size: float | None = None,
-        **solve_kwargs: Any,
+        **solve_options: Any,
     ):
         super().__init__()
         check_field(field)
         self.field = field
         self.t0, self.t1 = check_times(t0, t1)
-        self.solve_kwargs = dict(method=method, steps=steps, step_size=step_size, **solve_kwargs)
-        check_solve_settings(field, self.solve_kwargs)
-        if steps is None and step_size is None and method in FIXED_GRID_METHODS:
-            self.solve_kwargs["step_size"] = 1.0
+        self._solve_options = _with_unit_steps(dict(method=method, steps=steps, step_size=step_size, **solve_options))
+        check_solve_settings(field, self._solve_options)
         self.stats: Stats | None = None
         self.regularization: Tensor | None = None
+
+    @property
+    def solve_options(self) -> Mapping[str, Any]:
+        return MappingProxyType(self._solve_options)
+
+    def set_solve_options(self, **options: Any) -> ContinuousDepth:
+        """Change how the ODE is solved, keeping the field (and its trained weights); returns ``self``.
+
+        The keywords are those of :func:`~neuralode_tf.solve` and replace the current ones; the others stay,
+        with two rules. A new ``method`` starts the options that belong to a method (``steps``, ``step_size``,
+        ``substep``, ``rtol``, ``atol``, ``dt0``, ``options``, ``max_steps``) from their defaults unless they
+        are given too, while the gradient, backend and compile options stay; a fixed-grid method given no
+        grid takes unit steps, as in the constructor. ``steps`` and ``step_size`` are one setting: giving
+        either replaces both. The options are validated as the constructor validates them, and nothing
+        changes if they are refused::
+
+            model.blocks.set_solve_options(method="rk4", steps=8)         # one ContinuousDepth
+            neuralode_tf.set_solve_options(model, method="dopri5", rtol=1e-5)  # all of a model's
+
+        Assigning an option as an attribute (``module.method = "rk4"``) raises ``AttributeError`` instead of
+        being silently ignored.
+
+        Raises:
+            TypeError: a keyword is not a solve option.
+            ~neuralode_tf.numerics.SolverConfigError: no backend supports the resulting settings.
+        """
+        options = self._updated(options)
+        self._solve_options = options
+        return self
+
+    def _updated(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """The solve options after :meth:`set_solve_options` ``(**options)``, validated; ``self`` is unchanged."""
+        updated = dict(self._solve_options)
+        reset = _INTEGRATOR if "method" in options else _GRID if any(name in options for name in _GRID) else ()
+        for name in reset:
+            updated.pop(name, None)
+        updated = _with_unit_steps({**updated, **options})
+        check_solve_settings(self.field, updated)
+        return updated
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _SOLVE_OPTIONS:
+            raise AttributeError(
+                f"{type(self).__name__}.{name} is a solve option, not an attribute: assigning it would change "
+                f"nothing; use .set_solve_options({name}=...)"
+            )
+        super().__setattr__(name, value)
 
     def forward(self, x: State, **conditioning: Any) -> State:
         """Integrate from ``x`` at ``t0`` and return the state at ``t1``.
@@ -100,18 +158,18 @@ class ContinuousDepth(nn.Module):
             )
         for bind, keywords in calls:
             bind(**keywords)
-        augmented = callable(getattr(self.field, "initial_state", None))
-        y0 = self.field.initial_state(x) if augmented else x
-        solution = solve(self.field, y0, [self.t0, self.t1], **self.solve_kwargs)
+        field = self.field
+        y0 = field.initial_state(x) if isinstance(field, Augmented) else x
+        solution = solve(field, y0, [self.t0, self.t1], **self._solve_options)
         self.stats = solution.stats
-        if not augmented:
+        if not isinstance(field, Augmented):
             self.regularization = None
             return solution.y1
-        x1, self.regularization = self.field.final_state(solution.y1)
+        x1, self.regularization = field.final_state(solution.y1)
         return x1
 
     def _backsolves_per_sample(self) -> bool:
-        settings = self.solve_kwargs
+        settings = self._solve_options
         if settings.get("adjoint") != "adjoint":
             return False
         keys = ("adjoint", "substep", "seminorm", "per_sample")
@@ -119,8 +177,40 @@ class ContinuousDepth(nn.Module):
         return resolve_backend(self.field, settings["method"], settings.get("backend", "auto"), **options) == "torchode"
 
     def extra_repr(self) -> str:
-        settings = ", ".join(f"{k}={v!r}" for k, v in self.solve_kwargs.items() if v is not None)
+        settings = ", ".join(f"{k}={v!r}" for k, v in self._solve_options.items())
         return f"t0={self.t0}, t1={self.t1}, {settings}"
+
+
+def _with_unit_steps(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` without those set to ``None`` (``solve``'s default), and with ``step_size=1`` for a fixed-grid
+    method given neither ``steps`` nor ``step_size``."""
+    options = {name: value for name, value in options.items() if value is not None}
+    if options["method"] in FIXED_GRID_METHODS and not any(name in options for name in _GRID):
+        options["step_size"] = 1.0
+    return options
+
+
+def set_solve_options(model: nn.Module, **options: Any) -> nn.Module:
+    """Change the solve options of every :class:`ContinuousDepth` in ``model``; returns ``model``.
+
+    The way to integrate a trained model with another solver: each module gets
+    :meth:`ContinuousDepth.set_solve_options` ``(**options)``. All of them are validated before any
+    changes, so a refused option leaves the whole model as it was::
+
+        set_solve_options(vit, method="rk4", steps=8)
+        accuracy_rk4 = evaluate(vit)
+
+    Raises:
+        ValueError: ``model`` holds no ContinuousDepth.
+        TypeError, ~neuralode_tf.numerics.SolverConfigError: as :meth:`ContinuousDepth.set_solve_options`.
+    """
+    stacks = [module for module in model.modules() if isinstance(module, ContinuousDepth)]
+    if not stacks:
+        raise ValueError(f"{type(model).__name__} holds no ContinuousDepth module: there is no solver to change")
+    updated = [stack._updated(options) for stack in stacks]
+    for stack, settings in zip(stacks, updated):
+        stack._solve_options = settings
+    return model
 
 
 def regularization(model: nn.Module) -> Tensor:

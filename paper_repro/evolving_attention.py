@@ -7,7 +7,7 @@
 # ($\alpha = 0$), or change the kernel to 1x1 or 5x5 (Tables 2, 4 and 6); Table 5 counts the parameters
 # and FLOPs that EA adds to a translation transformer. In `neuralode_tf` the ablation models are the
 # entries of `neuralode_tf.train.EA_VARIANTS[preset]` (`vanilla`, `ea`, `no_convolution`, `no_skip`,
-# `kernel_1x1`, `kernel_5x5`), and Table 5's models are `neuralode_tf.models.evolving_table5_models()`.
+# `kernel_1x1`, `kernel_5x5`), and Table 5's models are the registered `transformer_lite`, `ea_transformer_lite`, `transformer_base` and `ea_transformer_base` (`neuralode_tf.models.create_model`).
 #
 # Every claim of the paper's tables and figures is an entry of the ledger
 # [`claims/evolving_attention.toml`](claims/evolving_attention.toml), with its class and a verdict
@@ -38,33 +38,20 @@
 # judges the ledger's qualitative claims on the live runs.
 
 # %%
-import os
-import shutil
-import time
-from pathlib import Path
-
-FULL = os.environ.get("NEURALODE_TF_FULL", "0") == "1"
-T_START = time.perf_counter()
-WORK = Path(os.environ.get("TMPDIR", "/tmp")) / "repro_evolving" / ("full" if FULL else "quick")
-RECORDED = Path("..") / "experiments" / "evolving_attention"
-assert RECORDED.is_dir(), f"run this notebook from paper_repro/ (no {RECORDED.resolve()})"
-
-# %%
 # NBVAL_IGNORE_OUTPUT
+import time
+
 import claims
 import matplotlib.pyplot as plt
-import torch
 from claims import _evolving_attention as ea_claims
 from matplotlib.patches import Patch
 
-import neuralode_tf
+from neuralode_tf.notebook import setup
 from neuralode_tf.train import EA_VARIANTS, PRESETS, build_task, compare_variants, summarize
 
-torch.set_num_threads(1)  # bit-for-bit reproducible reductions, as the recordings (OMP_NUM_THREADS=1)
-torch.manual_seed(0)
+NB = setup(seed=0, work="repro_evolving", experiment="evolving_attention")
 LEDGER = claims.load("evolving_attention")
 CLAIM = {entry.id: entry for entry in LEDGER.claims}
-print(f"neuralode_tf {neuralode_tf.__version__}, torch {torch.__version__}, FULL={FULL}")
 print(f"ledger: {len(LEDGER.claims)} claims")
 
 # %% [markdown]
@@ -295,21 +282,19 @@ plt.show()
 # amplifies that, so the check allows 2 points per run.
 
 # %%
-if WORK.exists():
-    shutil.rmtree(WORK)
 LIVE_VARIANTS = (
     {preset: tuple(EA_VARIANTS[preset]) for preset in STAND_IN}
-    if FULL
+    if NB.full
     else {"ea_digits_vit": ("ea", "vanilla"), "ea_tweets_text": ("vanilla",)}
 )
-SEEDS = (0, 1, 2) if FULL else (0,)
+SEEDS = (0, 1, 2) if NB.full else (0,)
 TOLERANCE = 2.0  # points of test accuracy, per run
 t_live = time.perf_counter()
 LIVE = {}
 for preset, names in LIVE_VARIANTS.items():
     t_preset = time.perf_counter()
     variants = {name: EA_VARIANTS[preset][name] for name in names}
-    LIVE[preset] = compare_variants(preset, variants, SEEDS, WORK / preset, progress=False)
+    LIVE[preset] = compare_variants(preset, variants, SEEDS, NB.work / preset, progress=False)
     print(f"{preset}: {len(LIVE[preset])} runs in {time.perf_counter() - t_preset:.0f} s")
 LIVE_SECONDS = time.perf_counter() - t_live
 
@@ -329,7 +314,7 @@ live_digits = {row["variant"]: row["parameters"] for row in LIVE["ea_digits_vit"
 extra = live_digits["ea"] - live_digits["vanilla"]
 print(f"EA adds {extra} parameters to the {live_digits['vanilla']:,} of the vanilla digits ViT")
 assert extra == 4 * (4 * 4 * 9 + 4)  # 4 blocks, one 3x3 convolution over 4 heads each
-if FULL:
+if NB.full:
     for preset, rows in LIVE.items():
         side_by_side(preset, rows)
         print()
@@ -343,8 +328,8 @@ if FULL:
 # `full`, the entries whose live verdict differs from the stored one are listed.
 
 # %%
-claims.notebook_report(LEDGER, LIVE if FULL else None)
+claims.notebook_report(LEDGER, LIVE if NB.full else None)
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-print(f"live runs took {LIVE_SECONDS:.0f} s; notebook ran in {time.perf_counter() - T_START:.0f} s")
+print(f"live runs took {LIVE_SECONDS:.0f} s; notebook ran in {time.perf_counter() - NB.start:.0f} s")

@@ -47,7 +47,7 @@
 # numbers (§4), smoke-tests the CIFAR-100 commands (§5) and ends with the whole ledger recomputed (§6). No
 # verdict here is written by hand: the prose explains the computed ones.
 #
-# Everything runs through the public API: `neuralode_tf.models` (`vit_preset`, `VIT_PRESETS`) and
+# Everything runs through the public API: `neuralode_tf.models` (`create_model`, `model_config`) and
 # `neuralode_tf.train` (`TrainConfig`, `train`, `compare_variants`, `summarize`, `apply_overrides`,
 # `PRESETS`); the trainings are those of `experiments/neural_ode_transformer/record.py`, whose variants and
 # settings this notebook imports.
@@ -60,33 +60,24 @@
 # Neither touches CIFAR-100, whose commands (§5) are meant for a GPU.
 
 # %%
+# NBVAL_IGNORE_OUTPUT
 import importlib.util
 import os
 import pickle
-import shutil
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, replace
 from multiprocessing import get_context
-from pathlib import Path
 
-FULL = os.environ.get("NEURALODE_TF_FULL", "0") == "1"
-T_START = time.perf_counter()
-WORK = Path(os.environ.get("TMPDIR", "/tmp")) / "repro_zhong" / ("full" if FULL else "quick")
-RECORDED = Path("..") / "experiments" / "neural_ode_transformer"
-assert RECORDED.is_dir(), f"run this notebook from paper_repro/ (no {RECORDED.resolve()})"
-
-# %%
-# NBVAL_IGNORE_OUTPUT
 import claims
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from claims import _neural_ode_transformer as nt_claims
 
-import neuralode_tf
-from neuralode_tf.models import VIT_PRESETS, vit_preset
+from neuralode_tf.models import create_model, model_config
+from neuralode_tf.notebook import setup
 from neuralode_tf.train import (
     PRESETS,
     ScheduleWarning,
@@ -98,17 +89,15 @@ from neuralode_tf.train import (
     train,
 )
 
-torch.set_num_threads(1)  # bit-for-bit reproducible reductions, as the recordings (OMP_NUM_THREADS=1)
-torch.manual_seed(0)
+NB = setup(versions=("numpy",), seed=0, work="repro_zhong", experiment="neural_ode_transformer")
 WORKERS = min(2, os.cpu_count() or 1)
 LEDGER = claims.load("neural_ode_transformer")
 CLAIM = {entry.id: entry for entry in LEDGER.claims}
 # the recordings' variants and settings, from the script that made them
-spec = importlib.util.spec_from_file_location("record_neural_ode_transformer", RECORDED / "record.py")
+spec = importlib.util.spec_from_file_location("record_neural_ode_transformer", NB.recorded / "record.py")
 record = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(record)
-print(f"neuralode_tf {neuralode_tf.__version__}, torch {torch.__version__}, numpy {np.__version__}")
-print(f"FULL={FULL}, {WORKERS} worker processes, runs under {WORK}")
+print(f"{WORKERS} worker processes, runs under {NB.work}")
 print(f"ledger: {len(LEDGER.claims)} claims; recordings: {', '.join(LEDGER.recordings)}")
 print(f"recording settings: {record.SETTINGS}, seeds {record.SEEDS}")
 
@@ -148,7 +137,7 @@ def check_exact(entry_id: str) -> str:
 # %% [markdown]
 # ## 1. Parameter counts of Table 1 (exact)
 #
-# `vit_preset("deit_tiny", ...)` is DeiT-Ti ($d = 192$, 12 layers, 3 heads, MLP ratio 4, 224x224 inputs,
+# `create_model("deit_tiny", ...)` is DeiT-Ti ($d = 192$, 12 layers, 3 heads, MLP ratio 4, 224x224 inputs,
 # patch 16); `num_classes=100` gives the CIFAR-100 head. The sequential and the parallel layer have the same
 # parameters, and `num_sets=k` builds the 12 layers from $k$ sets. Each set has $4d^2 + 6d$ attention and
 # $2dh + h + 3d$ MLP parameters ($h = 4d$); the rest (patch embedding, class token, positions, final norm,
@@ -169,7 +158,7 @@ counts = {}  # (preset, field, k) -> parameters
 for preset, options in [("deit_tiny", dict(num_classes=100)), ("deit_tiny_cifar100", {})]:
     for field in ("split", "parallel"):
         for k in SETS:
-            counts[preset, field, k] = count(vit_preset(preset, field=field, num_sets=k, **options))
+            counts[preset, field, k] = count(create_model(preset, field=field, num_sets=k, **options))
 
 d, h = 192, 768
 per_set = (4 * d * d + 6 * d) + (2 * d * h + h + 3 * d)
@@ -228,11 +217,11 @@ for entry_id in ("fig1-sequential-is-lie-trotter", "fig1-parallel-is-euler", "s2
 images = torch.rand(5, 1, 8, 8, generator=torch.Generator().manual_seed(0))
 nfe = {}
 for name, options in [("sequential", {"field": "split"}), ("parallel", {}), ("parallel + rk4", {"method": "rk4"})]:
-    model = vit_preset("deit_tiny_digits", **nt_claims.FAMILY, num_sets=3, **options).eval()
+    model = create_model("deit_tiny_digits", **nt_claims.FAMILY, num_sets=3, **options).eval()
     with torch.no_grad():
         model(images)
     nfe[name] = model.encoder.stats.nfe
-    print(f"{name:<15} {model.encoder.solve_kwargs['method']:>11}: {nfe[name]} evaluations for 12 layers")
+    print(f"{name:<15} {model.encoder.solve_options['method']:>11}: {nfe[name]} evaluations for 12 layers")
 layer_sets = [model.encoder.field.index(m) for m in range(12)]
 print("parameter set of layers 0-11 with num_sets=3:", layer_sets)
 assert nfe == {"sequential": 24, "parallel": 12, "parallel + rk4": 48}
@@ -291,10 +280,8 @@ assert all(BUILT[f"parallel_{a}"] > BUILT[f"parallel_{b}"] for a, b in zip(SETS,
 # points per run.
 
 # %%
-if WORK.exists():
-    shutil.rmtree(WORK)
 GROUP_OF = {name: group for group, variants in record.GROUPS.items() for name in variants}
-if FULL:
+if NB.full:
     recorded_variants = dict.fromkeys(row["variant"] for rows in RECORDINGS.values() for row in rows)
     JOBS = [(GROUP_OF[name], name, seed) for name in recorded_variants for seed in record.SEEDS]
 else:
@@ -310,7 +297,7 @@ TOLERANCE = 2.0  # points of test accuracy, per run
 
 def submit(run, group: str, name: str, seed: int):
     overrides = {name: record.GROUPS[group][name]}
-    return run(compare_variants, "vit_digits", overrides, (seed,), WORK / group, **record.SETTINGS)
+    return run(compare_variants, "vit_digits", overrides, (seed,), NB.work / group, **record.SETTINGS)
 
 
 t_live = time.perf_counter()
@@ -356,14 +343,14 @@ for row in runs:  # what the rerun itself shows: every model learns digits in 30
 # CIFAR-100; 30 epochs on CPU with 2-3% of DeiT-Ti's parameters); the ledger compares orderings.
 
 # %%
-ROWS = LIVE if FULL else RECORDINGS
+ROWS = LIVE if NB.full else RECORDINGS
 TABLE = {entry["variant"]: entry for rows in ROWS.values() for entry in summarize(rows)}
 PER_SEED = {
     v: [100 * r["test_accuracy"] for r in sorted(rows, key=lambda r: r["seed"]) if r["variant"] == v]
     for rows in ROWS.values()
     for v in dict.fromkeys(r["variant"] for r in rows)
 }
-LIVE_SEED0 = {} if FULL else {row["variant"]: 100 * row["test_accuracy"] for row in runs}  # quick: the stars
+LIVE_SEED0 = {} if NB.full else {row["variant"]: 100 * row["test_accuracy"] for row in runs}  # quick: the stars
 PAPER_OF = {
     "sequential_12": PAPER_SEQUENTIAL,
     **{f"parallel_{k}": PAPER[k][1] for k in SETS},
@@ -506,7 +493,7 @@ title = ", ".join(
 )
 seeds = len(PER_SEED["parallel"])
 ax_ours.set_title(
-    f"ours, digits, 30 epochs, {seeds} seeds{'' if FULL else ' (stars: live seed 0)'}\n{title}", fontsize=8
+    f"ours, digits, 30 epochs, {seeds} seeds{'' if NB.full else ' (stars: live seed 0)'}\n{title}", fontsize=8
 )
 fig.tight_layout()
 plt.show()
@@ -516,7 +503,7 @@ plt.show()
 #
 # Table 1 itself needs CIFAR-100 (the python version, `cifar-100-python/`) and a GPU. The `vit_digits`
 # preset's model builder takes every `ViT` argument as an override, so the commands below build exactly
-# `vit_preset("deit_tiny_cifar100", field=..., num_sets=k, method=...)` (checked below) and train it on
+# `create_model("deit_tiny_cifar100", field=..., num_sets=k, method=...)` (checked below) and train it on
 # CIFAR-100 with `data.name=cifar100`. The paper gives no training recipe; the settings are DeiT's
 # (Touvron et al. 2021: AdamW, lr 5e-4 per 512 images, weight decay 0.05, 5 warm-up epochs, cosine decay)
 # for 300 epochs at batch 256. These are the commands of the ledger's not-here entries `t1-cifar100-accuracy`
@@ -563,18 +550,18 @@ for entry in LEDGER.claims:
 
 # the overrides build the deit_tiny_cifar100 preset (plus the row's field, sets, method)
 for row in CIFAR_ROWS.values():
-    built = {**VIT_PRESETS["deit_tiny_digits"], **CIFAR_MODEL, **row, "num_classes": 100}
-    assert built == {**VIT_PRESETS["deit_tiny_cifar100"], "field": "split", **row}
+    built = {**model_config("deit_tiny_digits").kwargs, **CIFAR_MODEL, **row, "num_classes": 100}
+    assert built == {**model_config("deit_tiny_cifar100").kwargs, "field": "split", **row}
 
 # %% [markdown]
 # A smoke test of the parallel 12-set command, as the command line would parse it (`apply_overrides`), on a
 # fake `cifar-100-python/` folder of 64 random 32x32 images (one training step on CPU, batch 16): the data
 # loader, the model and the loop accept the configuration, and the model has the 5,380,132 parameters of
-# `vit_preset("deit_tiny_cifar100", field="parallel")`. The library's `ScheduleWarning` about the warm-up is
+# `create_model("deit_tiny_cifar100", field="parallel")`. The library's `ScheduleWarning` about the warm-up is
 # expected there: the warnings of the step are recorded to be checked, then shown as Python would show them.
 
 # %%
-fake = WORK / "fake_cifar" / "cifar-100-python"
+fake = NB.work / "fake_cifar" / "cifar-100-python"
 fake.mkdir(parents=True)
 rng = np.random.default_rng(0)
 for split, n in [("train", 48), ("test", 16)]:
@@ -589,7 +576,7 @@ smoke = replace(
     device="cpu",
     batch_size=16,
     max_steps=1,
-    out_dir=str(WORK / "smoke"),
+    out_dir=str(NB.work / "smoke"),
     progress=False,
     data={**config.data, "root": str(fake.parent)},
 )
@@ -620,10 +607,10 @@ assert result["parameters"] == counts["deit_tiny_cifar100", "parallel", 12] == 5
 # noise alone about 1 time in 10 or more, and the sweep makes six, so neither says much on its own.
 
 # %%
-outcomes = claims.notebook_report(LEDGER, LIVE if FULL else None)
+outcomes = claims.notebook_report(LEDGER, LIVE if NB.full else None)
 exact = [o.verdict for e, o in zip(LEDGER.claims, outcomes) if e.kind == "exact"]
 assert exact == ["matched"] * len(exact)  # every exact claim matched
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-print(f"live runs took {LIVE_SECONDS:.0f} s; notebook ran in {time.perf_counter() - T_START:.0f} s")
+print(f"live runs took {LIVE_SECONDS:.0f} s; notebook ran in {time.perf_counter() - NB.start:.0f} s")

@@ -34,26 +34,17 @@
 # and `ot_imdb_text`, `ot_modelnet_set`), and judges the ledger's claims on the live runs instead.
 
 # %%
+# NBVAL_IGNORE_OUTPUT
 import json
-import os
-import shutil
 import time
 from pathlib import Path
 
-FULL = os.environ.get("NEURALODE_TF_FULL", "0") == "1"
-T_START = time.perf_counter()
-WORK = Path(os.environ.get("TMPDIR", "/tmp")) / "repro_ot" / ("full" if FULL else "quick")
-RECORDED = Path("..") / "experiments" / "ot_transformer"
-assert RECORDED.is_dir(), f"run this notebook from paper_repro/ (no {RECORDED.resolve()})"
-
-# %%
-# NBVAL_IGNORE_OUTPUT
 import claims
 import matplotlib.pyplot as plt
 import torch
 from claims import _ot_transformer as ot_claims
 
-import neuralode_tf
+from neuralode_tf.notebook import setup
 from neuralode_tf.train import (
     OT_VARIANTS,
     PRESETS,
@@ -65,9 +56,8 @@ from neuralode_tf.train import (
     summarize,
 )
 
-torch.set_num_threads(1)  # bit-for-bit reproducible reductions
+NB = setup(work="repro_ot", experiment="ot_transformer")
 LEDGER = claims.load("ot_transformer")
-print(f"neuralode_tf {neuralode_tf.__version__}, torch {torch.__version__}, FULL={FULL}")
 print(f"ledger: {len(LEDGER.claims)} claims")
 
 # %% [markdown]
@@ -229,11 +219,11 @@ def built_counts(preset: str) -> dict[str, int]:
     }
 
 
-recorded = {preset: load_rows(RECORDED / f"{preset}.json") for preset in STAND_INS}
-recorded["stress"] = load_rows(RECORDED / "ot_mnist_vit_stress.json")
+recorded = {preset: load_rows(NB.recorded / f"{preset}.json") for preset in STAND_INS}
+recorded["stress"] = load_rows(NB.recorded / "ot_mnist_vit_stress.json")
 counts = {preset: built_counts(preset) for preset in STAND_INS}
 counts["stress"] = counts["ot_mnist_vit"]
-tags = json.loads((RECORDED / "recordings.json").read_text())
+tags = json.loads((NB.recorded / "recordings.json").read_text())
 CURRENT = []
 for preset, rows in recorded.items():
     stored = {(row["variant"], row["parameters"]) for row in rows}
@@ -262,11 +252,9 @@ STANDS = [preset for preset in STAND_INS if preset in CURRENT]
 # recorded comparisons (3 seeds) and the stress run, live.
 
 # %%
-if WORK.exists():
-    shutil.rmtree(WORK)
 torch.set_num_threads(1)  # as the recordings (OMP_NUM_THREADS=1)
-LIVE_PRESETS = tuple(STAND_INS) if FULL else ("ot_mnist_vit",)
-SEEDS = (0, 1, 2) if FULL else (0,)
+LIVE_PRESETS = tuple(STAND_INS) if NB.full else ("ot_mnist_vit",)
+SEEDS = (0, 1, 2) if NB.full else (0,)
 
 
 def with_sweeps(preset: str, rows: list[dict]) -> list[dict]:
@@ -280,14 +268,14 @@ def with_sweeps(preset: str, rows: list[dict]) -> list[dict]:
 t_live = time.perf_counter()
 live = {}
 for preset in LIVE_PRESETS:
-    rows = compare_variants(preset, OT_VARIANTS[preset], SEEDS, WORK / preset, progress=False, device="cpu")
+    rows = compare_variants(preset, OT_VARIANTS[preset], SEEDS, NB.work / preset, progress=False, device="cpu")
     live[preset] = with_sweeps(preset, rows)
     print(f"{preset} on {STAND_INS[preset]}, seeds {list(SEEDS)}:")
     print(markdown_table(live[preset]))
-if FULL:
+if NB.full:
     stress_variants = {name: v for name, v in OT_VARIANTS["ot_mnist_vit"].items() if name != "baseline"}
     live["stress"] = compare_variants(
-        "ot_mnist_vit", stress_variants, SEEDS, WORK / "stress", progress=False, device="cpu", lr=0.02
+        "ot_mnist_vit", stress_variants, SEEDS, NB.work / "stress", progress=False, device="cpu", lr=0.02
     )
     print("stress run (lr=0.02):")
     print(markdown_table(live["stress"]))
@@ -303,9 +291,9 @@ for preset in live:
     # 0.00 on the machine that recorded them; another CPU's kernels may round differently, and training
     # amplifies that, so the check allows 2 points.
     assert max(gaps) <= 2.0
-if FULL:
+if NB.full:
     STANDS = list(STAND_INS)
-OURS = {preset: live[preset] if FULL else recorded[preset] for preset in (*STANDS, "stress")}
+OURS = {preset: live[preset] if NB.full else recorded[preset] for preset in (*STANDS, "stress")}
 S = {preset: {entry["variant"]: entry for entry in summarize(OURS[preset])} for preset in OURS}
 
 # %% [markdown]
@@ -396,7 +384,7 @@ plt.show()
 # entry must be the stored one (what `python -m paper_repro.claims --check` checks in CI too).
 
 # %%
-claims.notebook_report(LEDGER, OURS if FULL else None)
+claims.notebook_report(LEDGER, OURS if NB.full else None)
 
 # %% [markdown]
 # ## Not here: the real datasets (commands for a GPU)
@@ -417,4 +405,4 @@ for entry in LEDGER.claims:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-print(f"live runs took {LIVE_SECONDS:.0f} s; notebook ran in {time.perf_counter() - T_START:.0f} s")
+print(f"live runs took {LIVE_SECONDS:.0f} s; notebook ran in {time.perf_counter() - NB.start:.0f} s")

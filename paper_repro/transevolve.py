@@ -27,35 +27,27 @@
 # on them.
 
 # %%
+# NBVAL_IGNORE_OUTPUT
 import json
-import os
 import statistics
 import time
 from pathlib import Path
 
-FULL = os.environ.get("NEURALODE_TF_FULL", "0") == "1"
-T_START = time.perf_counter()
-WORK = Path(os.environ.get("TMPDIR", "/tmp")) / "repro_transevolve" / ("full" if FULL else "quick")
-ROOT = Path("..")
-assert (ROOT / "experiments" / "transevolve").is_dir(), "run this notebook from paper_repro/"
-
-# %%
-# NBVAL_IGNORE_OUTPUT
 import claims
 import matplotlib.pyplot as plt
 import torch
 from claims import _transevolve as te_claims
+from claims._transevolve_counts import table2_parameter_counts
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-import neuralode_tf
 from neuralode_tf import ContinuousDepth
-from neuralode_tf.models import TRANSEVOLVE_VARIANTS, TransEvolveEncoder, table2_parameter_counts, transformer_field
+from neuralode_tf.models import TRANSEVOLVE_VARIANTS, TransEvolveEncoder, transformer_field
+from neuralode_tf.notebook import setup
 from neuralode_tf.train import PRESETS, TRANSEVOLVE_LISTOPS_VARIANTS, compare_variants, summarize
 
-torch.set_num_threads(1)  # as the recordings (OMP_NUM_THREADS=1): bit-for-bit reproducible runs
+NB = setup(work="repro_transevolve", experiment="transevolve")
 LEDGER = claims.load("transevolve")
 ENTRIES = {entry.id: entry for entry in LEDGER.claims}
-print(f"neuralode_tf {neuralode_tf.__version__}, torch {torch.__version__}, FULL={FULL}")
 print(f"ledger: {len(LEDGER.claims)} claims")
 
 # %% [markdown]
@@ -104,7 +96,7 @@ assert counts["fullFF-1"] - counts["randomFF-2"] < 19e6  # why no single vocabul
 # ledger judges each "faster than" claim on the per-round times by the two-standard-error rule.
 
 # %%
-bench = json.loads((ROOT / "benchmarks" / "results" / "transevolve_cpu.json").read_text())
+bench = json.loads((Path("..") / "benchmarks" / "results" / "transevolve_cpu.json").read_text())
 rows = {row["n"]: row for row in bench["rows"]}
 print(f"recorded {bench['date']}: `{bench['command']}`, {bench['setup']['threads']} threads")
 competitors = [f"{v} {m}" for v in TRANSEVOLVE_VARIANTS for m in ("fidelity", "auto")]
@@ -193,17 +185,17 @@ for name, row in table.items():
     print(f"{name:<12} {row['parameters']:>10,} {row['mean']:>8.1f} ± {row['std']:.1f} {paper_listops[name]:>12.1f}")
 
 first_epoch = 2000 // PRESETS["transevolve_listops"].config.batch_size  # the generator's 2,000 training expressions
-settings = {} if FULL else {"max_steps": first_epoch}
-seeds = (0, 1, 2) if FULL else (0,)
-chosen = TRANSEVOLVE_LISTOPS_VARIANTS if FULL else {"randomFF-1": TRANSEVOLVE_LISTOPS_VARIANTS["randomFF-1"]}
-live_listops = compare_variants("transevolve_listops", chosen, seeds, WORK / "listops", workers=2 if FULL else 1, progress=False, **settings)
+settings = {} if NB.full else {"max_steps": first_epoch}
+seeds = (0, 1, 2) if NB.full else (0,)
+chosen = TRANSEVOLVE_LISTOPS_VARIANTS if NB.full else {"randomFF-1": TRANSEVOLVE_LISTOPS_VARIANTS["randomFF-1"]}
+live_listops = compare_variants("transevolve_listops", chosen, seeds, NB.work / "listops", workers=2 if NB.full else 1, progress=False, **settings)
 old = {(r["variant"], r["seed"]): r for r in recorded}
 for row in live_listops:
     then = old[row["variant"], row["seed"]]
     gap = abs(row["curve"]["loss"][0] - then["curve"]["loss"][0]) / then["curve"]["loss"][0]
     print(f"{row['variant']} seed {row['seed']}: first-epoch training loss {row['curve']['loss'][0]:.4f}, recorded {then['curve']['loss'][0]:.4f} (relative gap {gap:.1e})")
     assert gap <= 0.02  # 0 on the recording machine; other CPUs round differently
-    if FULL:
+    if NB.full:
         assert abs(row["test_accuracy"] - then["test_accuracy"]) <= 0.02
 
 # %% [markdown]
@@ -223,8 +215,8 @@ translation = {row["variant"]: row for row in summarize(recorded_reverse)}
 print(f"{'model':<12} {'parameters':>10} {'token accuracy (3 seeds)':>25} {'paper BLEU (WMT14 En-De)':>26}")
 for name, row in translation.items():
     print(f"{name:<12} {row['parameters']:>10,} {row['mean']:>17.1f} ± {row['std']:.1f} {paper_bleu[name]:>26.1f}")
-chosen = TRANSEVOLVE_LISTOPS_VARIANTS if FULL else {"fullFF-2": TRANSEVOLVE_LISTOPS_VARIANTS["fullFF-2"]}
-live_reverse = compare_variants("transevolve_reverse", chosen, seeds, WORK / "reverse", workers=2 if FULL else 1, progress=False)
+chosen = TRANSEVOLVE_LISTOPS_VARIANTS if NB.full else {"fullFF-2": TRANSEVOLVE_LISTOPS_VARIANTS["fullFF-2"]}
+live_reverse = compare_variants("transevolve_reverse", chosen, seeds, NB.work / "reverse", workers=2 if NB.full else 1, progress=False)
 old = {(r["variant"], r["seed"]): r["test_accuracy"] for r in recorded_reverse}
 for row in live_reverse:
     gap = 100 * abs(row["test_accuracy"] - old[row["variant"], row["seed"]])
@@ -258,8 +250,8 @@ plt.show()
 
 # %%
 LIVE = {"transevolve_listops": live_listops, "transevolve_reverse": live_reverse}
-claims.notebook_report(LEDGER, LIVE if FULL else None)
+claims.notebook_report(LEDGER, LIVE if NB.full else None)
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-print(f"notebook ran in {time.perf_counter() - T_START:.0f} s")
+print(f"notebook ran in {time.perf_counter() - NB.start:.0f} s")

@@ -113,9 +113,9 @@ def test_node_transformer_chains_one_ode_per_block(device):
 def test_stack_encoder_readings_and_defaults(device):
     sets = _blocks(2, device=device)
     composed = stack_encoder("composed", 2, sets, steps=20)
-    assert isinstance(composed, ContinuousDepth) and composed.t1 == 1.0 and composed.solve_kwargs["method"] == "euler"
+    assert isinstance(composed, ContinuousDepth) and composed.t1 == 1.0 and composed.solve_options["method"] == "euler"
     split = stack_encoder("split", 2, sets)
-    assert split.t1 == 2.0 and split.solve_kwargs["method"] == "lie_trotter"
+    assert split.t1 == 2.0 and split.solve_options["method"] == "lie_trotter"
     x = tokens(device=device)
     assert (split(x) - _discrete(sets, x)).abs().max().item() <= 1e-12
     shared = stack_encoder("composed", 4, sets[:1])  # 4 blocks from one parameter set

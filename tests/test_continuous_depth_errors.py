@@ -174,4 +174,4 @@ def test_conditioning_bound_for_another_batch_is_reported_as_such(kind, device):
     field = model.field
     with pytest.raises(ValueError, match=r"batch shape \(\d,\), but .+ batch shape \(\d,\): bind\(\) was called"):
         y0 = field.initial_state(other) if hasattr(field, "initial_state") else other
-        solve(field, y0, [0.0, model.t1], **model.solve_kwargs)
+        solve(field, y0, [0.0, model.t1], **model.solve_options)

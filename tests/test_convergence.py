@@ -1,7 +1,9 @@
 """Fitted convergence orders of every fixed-grid and splitting method on a random transformer field.
 
 Error at t=1 against a float64 dopri5 reference at rtol=atol=1e-10; the order is the slope of a
-least-squares fit of log(error) against log(step size) and must be within 0.3 of theory.
+least-squares fit of log(error) against log(step size) and must be within 0.3 of theory. The cases come
+from the tableau registry: a tableau added to ``TABLEAUS`` is checked against its ``order`` here, as a
+Runge-Kutta method and as the sub-step of both splittings.
 """
 
 from __future__ import annotations
@@ -12,22 +14,28 @@ import pytest
 import torch
 
 from neuralode_tf import solve
+from neuralode_tf.numerics import SPLITTING_SCHEMES, TABLEAUS, methods
 from tests._problems import tokens, transformer_field
 
 LOW = [4, 8, 16, 32, 64]
+HIGH = [2, 4, 8, 16]
+"""Step counts: high orders reach the reference's accuracy with fewer steps."""
+
+
+def _steps(order: int) -> list[int]:
+    return HIGH if order >= 4 else LOW
+
+
 CASES = [
-    # method, substep, theoretical order, step counts
-    ("euler", None, 1, LOW),
-    ("midpoint", None, 2, LOW),
-    ("heun", None, 2, LOW),
-    ("rk4", None, 4, [2, 4, 8, 16]),
-    ("rk4_38", None, 4, [2, 4, 8, 16]),
-    ("lie_trotter", "euler", 1, LOW),
-    ("lie_trotter", "midpoint", 1, LOW),
-    ("lie_trotter", "rk4", 1, LOW),
-    ("strang", "euler", 1, LOW),
-    ("strang", "midpoint", 2, LOW),
-    ("strang", "rk4", 2, LOW),
+    # method, substep, theoretical order, step counts: every registered tableau, alone and as the sub-step of
+    # every registered splitting scheme (Lie-Trotter is first order whatever the sub-step; Strang second order
+    # with a sub-step of order 2 or more)
+    *[(name, None, tableau.order, _steps(tableau.order)) for name, tableau in TABLEAUS.items()],
+    *[
+        (scheme.name, name, min(scheme.order, tableau.order), LOW)
+        for scheme in SPLITTING_SCHEMES.values()
+        for name, tableau in TABLEAUS.items()
+    ],
 ]
 
 
@@ -63,15 +71,15 @@ def test_convergence_order(problem, method, substep, order, steps):
     assert abs(fitted - order) <= 0.3, f"{method}/{substep}: fitted order {fitted:.2f}, expected {order}"
 
 
-def test_torchdiffeq_fixed_grid_orders(problem):
-    """The same fit through torchdiffeq's fixed-grid methods (its rk4 is the 3/8 rule)."""
+@pytest.mark.parametrize("method", [name for name in TABLEAUS if name in methods("torchdiffeq")])
+def test_torchdiffeq_fixed_grid_orders(problem, method):
+    """The same fit through torchdiffeq's fixed-grid methods of the built-in tableaus' names (its rk4 is the 3/8
+    rule, also fourth order)."""
     field, x, reference = problem
-    for method, order, steps in [("euler", 1, LOW), ("midpoint", 2, LOW), ("rk4", 4, [2, 4, 8, 16])]:
-        errors = [
-            (solve(field, x, [0.0, 1.0], method=method, steps=n, backend="torchdiffeq").y1 - reference)
-            .abs()
-            .max()
-            .item()
-            for n in steps
-        ]
-        assert abs(fitted_order([1.0 / n for n in steps], errors) - order) <= 0.3
+    order = TABLEAUS[method].order
+    errors = [
+        (solve(field, x, [0.0, 1.0], method=method, steps=n, backend="torchdiffeq").y1 - reference).abs().max().item()
+        for n in _steps(order)
+    ]
+    fitted = fitted_order([1.0 / n for n in _steps(order)], errors)
+    assert abs(fitted - order) <= 0.3, f"torchdiffeq {method}: fitted order {fitted:.2f}, expected {order}"

@@ -15,21 +15,12 @@ import pytest
 import torch
 
 from neuralode_tf import data
-from neuralode_tf.data import (
-    BOS,
-    EOS,
-    LISTOPS_VOCAB,
-    SHAPES,
-    DatasetFormatError,
-    DatasetNotFoundError,
-    TensorSplit,
-    Vocabulary,
-    evaluate_listops,
-    pad_sequences,
-    sample_primitive,
-    sample_triangles,
-    tokenize,
-)
+from neuralode_tf.data import BOS, EOS, DatasetFormatError, DatasetNotFoundError, TensorSplit, Vocabulary
+from neuralode_tf.data.listops import LISTOPS_VOCAB, evaluate_listops
+from neuralode_tf.data.modelnet import read_off
+from neuralode_tf.data.shapes3d import SHAPES, sample_primitive, sample_triangles
+from neuralode_tf.data.text import tokenize
+from neuralode_tf.data.vocab import pad_sequences
 
 pytestmark = pytest.mark.cpu_only(
     "data sets are read and generated on the CPU (a DataLoader's side); the models' tests move batches to the device"
@@ -540,9 +531,9 @@ def write_modelnet(root: Path) -> Path:
 
 def test_read_off_triangulates_polygons_and_accepts_glued_header(tmp_path):
     write_modelnet(tmp_path)
-    vertices, faces = data.read_off(tmp_path / "ModelNet40/cube/train/cube_0001.off")
+    vertices, faces = read_off(tmp_path / "ModelNet40/cube/train/cube_0001.off")
     assert vertices.shape == (8, 3) and faces.shape == (12, 3)
-    vertices, faces = data.read_off(tmp_path / "ModelNet40/tetra/test/tetra_0001.off")
+    vertices, faces = read_off(tmp_path / "ModelNet40/tetra/test/tetra_0001.off")
     assert vertices.shape == (4, 3) and faces.tolist()[0] == [0, 2, 1]
 
 
@@ -571,7 +562,7 @@ def test_load_modelnet40_samples_points_on_the_meshes(tmp_path):
 def test_read_off_rejects_malformed_files(tmp_path, text, message):
     (tmp_path / "bad.off").write_text(text)
     with pytest.raises(DatasetFormatError, match=message):
-        data.read_off(tmp_path / "bad.off")
+        read_off(tmp_path / "bad.off")
 
 
 def test_load_modelnet40_missing_split_names_the_layout(tmp_path):

@@ -35,9 +35,9 @@ from neuralode_tf.numerics import (
     InvalidTimesError,
     SolveError,
     SolverConfigError,
+    get_backend,
     methods,
 )
-from neuralode_tf.numerics.torchdiffeq import ADAPTIVE_RK, OUTSIDE_AUTOGRAD, TOLERANCED_FIXED_GRID
 from tests._problems import backward_grads, skip_torchode_backprop_on_xla, torchode_backprop_on_xla
 
 LAMBDA, MU = -0.5, 0.8
@@ -46,6 +46,10 @@ ORDER = {"euler": 1, "midpoint": 2, "heun": 2, "heun3": 3, "rk4": 4, "rk4_38": 4
 """Convergence order of the fixed-grid methods; the Adams methods (which start with lower orders) count as 2."""
 LOW_ORDER_ADAPTIVE = {"fehlberg2", "adaptive_heun", "bosh3"}
 """Adaptive methods whose error estimate is loose: their global error may exceed 100 times the tolerance."""
+OUTSIDE_AUTOGRAD = frozenset().union(*(get_backend(b).outside_autograd for b in BACKENDS))
+"""Methods that run outside autograd, on the backend that offers them (torchdiffeq's scipy_solver)."""
+TOLERANCED_FIXED_GRID = frozenset().union(*(get_backend(b).toleranced for b in BACKENDS))
+"""Fixed-grid methods that take rtol and atol (torchdiffeq's implicit_adams and fixed_adams)."""
 
 
 class Rate(nn.Module):
@@ -134,7 +138,7 @@ def cases(draw: st.DrawFn, corrupt: bool) -> Case:
         kw["rtol"], kw["atol"] = _pick(draw, corrupt, [(rtol, atol)], bad)
     else:
         kw["rtol"], kw["atol"] = _pick(draw, corrupt, [(None, None)], [(1e-3, None), (None, 1e-3)])
-    takes_dt0 = not fixed and (backend != "torchdiffeq" or method in ADAPTIVE_RK)
+    takes_dt0 = method in get_backend(backend).takes_dt0
     kw["dt0"] = _pick(draw, corrupt, [None, 0.05, 0.2] if takes_dt0 else [None], [0.0, -0.1, math.nan, 0.1])
     first_step = [{"first_step": 0.05}] if takes_dt0 and kw["dt0"] is None else []
     good = [None, {}, *first_step] if backend == "torchdiffeq" else [None]
@@ -199,7 +203,7 @@ def complaints(case: Case) -> list[tuple[type[SolveError], str]]:
         out.append((SolverConfigError, r"^options are passed to torchdiffeq"))
     elif options and "step_size" in options:
         out.append((SolverConfigError, r"^options \['step_size'\] are set by solve"))
-    takes_dt0 = not fixed and (backend != "torchdiffeq" or method in ADAPTIVE_RK)
+    takes_dt0 = method in get_backend(backend).takes_dt0
     first = options.get("first_step") if isinstance(options, dict) else None
     for name, value in (("dt0", kw["dt0"]), (r"options\['first_step'\]", first)):
         if value is not None and not (takes_dt0 and math.isfinite(value) and value > 0):

@@ -4,10 +4,11 @@ import pytest
 import torch
 
 from neuralode_tf import solve
-from neuralode_tf.models import TextClassifier, ViT, evolving_table5_models, transformer_field
+from neuralode_tf.models import TextClassifier, ViT, transformer_field
 from neuralode_tf.models.seq2seq import Seq2Seq
 from neuralode_tf.models.text import PAD
 from neuralode_tf.nn import EvolvingAttentionBranch
+from paper_repro.claims._evolving_costs import table5_models
 
 torch.manual_seed(0)
 
@@ -141,7 +142,7 @@ def test_seq2seq_evolving_skips_are_in_the_encoder_only(device):
 def test_table5_models_are_the_papers():
     # §4.3: 3x3 convolutions in encoder self-, decoder self- and encoder-decoder attention, β = 0.1;
     # α = 0.1 (Lite) or 0.5 (Base) in the encoder, none in the decoder; 6 + 6 layers, 8 heads.
-    for name, (vanilla, evolving) in evolving_table5_models().items():
+    for name, (vanilla, evolving) in table5_models().items():
         alpha = {"Lite": 0.1, "Base": 0.5}[name]
         assert _settings(vanilla) == []
         assert _settings(evolving.encoder) == [(alpha, 0.1, 3, False, False)] * 6

@@ -16,11 +16,12 @@ from neuralode_tf.models import (
     Seq2Seq,
     SetTransformer,
     TextClassifier,
+    create_model,
     decoder_field,
     isab_field,
-    sinusoidal_positions,
     transformer_field,
 )
+from neuralode_tf.models.text import sinusoidal_positions
 
 # --------------------------------------------------------------------------------------------
 # Written-out reference blocks (explicit LayerNorm, linear maps and per-head softmax)
@@ -140,7 +141,7 @@ def test_set_transformer_is_invariant_to_the_order_of_the_points(device):
 
 def test_set_transformer_takes_a_torch_geometric_batch(device):
     data = pytest.importorskip("torch_geometric.data")
-    model = SetTransformer.shapes3d().eval().to(device)
+    model = create_model("set_transformer_shapes3d").eval().to(device)
     clouds = [torch.randn(n, 3, device=device) for n in (12, 5, 9)]
     batch = data.Batch.from_data_list([data.Data(pos=p) for p in clouds])
     real = _random_mask([12, 5, 9], 12, device)
@@ -151,15 +152,15 @@ def test_set_transformer_takes_a_torch_geometric_batch(device):
     assert (logits - model(dense, real)).abs().max().item() <= 1e-5
 
 
-def test_set_transformer_presets(device):
-    big = SetTransformer.modelnet40().to(device)
+def test_set_transformer_registered_models(device):
+    big = create_model("set_transformer_modelnet40").to(device)
     assert big.head.out_features == 40 and big.embed.out_features == 256
     assert big.pool.seeds.shape == (1, 256) and big.dropout.p == 0.5
     layers = big.encoder.field.layers
     assert len(layers) == 2 and big.encoder.t1 == 2.0
     assert layers[0].terms[0].branch.summary.seeds.shape == (16, 256)
     assert layers[0].terms[0].branch.attend.attn.num_heads == 4
-    small = SetTransformer.shapes3d(method="rk4", steps=4).eval().to(device)
+    small = create_model("set_transformer_shapes3d", method="rk4", steps=4).eval().to(device)
     assert small.head.out_features == 8 and small.embed.out_features == 64
     assert small(torch.randn(2, 30, 3, device=device)).shape == (2, 8) and small.encoder.stats.nfe == 16
     assert sum(p.numel() for p in small.parameters()) < sum(p.numel() for p in big.parameters())

@@ -5,35 +5,19 @@ and the parameter counts of Table 2."""
 from __future__ import annotations
 
 import contextlib
-import math
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
 from neuralode_tf import ContinuousDepth
 from neuralode_tf.fields import TransEvolveAttention, TransEvolveDecoderField
-from neuralode_tf.models import (
-    PAD,
-    TRANSEVOLVE_VARIANTS,
-    Seq2Seq,
-    TransEvolveClassifier,
-    TransEvolveSeq2Seq,
-    table2_parameter_counts,
-)
+from neuralode_tf.models import PAD, TRANSEVOLVE_VARIANTS, Seq2Seq, TransEvolveClassifier, TransEvolveSeq2Seq
+from paper_repro.claims._transevolve_counts import table2_parameter_counts
+from tests._reference import evaluate, max_abs, official_attention, randn
 
 B, N, S, D, H, L = 3, 7, 9, 32, 4, 3  # batch, target length, source length, width, heads, depth
 BOS, EOS = 1, 2
-
-
-def max_abs(a: torch.Tensor, b: torch.Tensor) -> float:
-    return (a - b).abs().max().item()
-
-
-def randn(*shape: int, device: torch.device) -> torch.Tensor:
-    """Drawn on the CPU, then moved: the same values on every device under test."""
-    return torch.randn(*shape).to(device)
 
 
 def randint(low: int, high: int, size: tuple[int, ...], device: torch.device) -> torch.Tensor:
@@ -49,55 +33,16 @@ def paddings(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     return tgt.to(device), src.to(device)
 
 
-def cross_evaluate(attn: TransEvolveAttention, mode: str, x0, memory, t, tgt_pad, src_pad):
-    """Cross-attention output at ``t`` and the gradients of a fixed random projection of it with respect to
-    the decoder block input, the memory and every parameter (unused ones as zeros)."""
-    attn.mode = mode
-    x0, memory = x0.clone().requires_grad_(), memory.clone().requires_grad_()
-    out = attn(t, x0, attn.prepare(x0, tgt_pad, memory, src_pad))
-    probe = torch.randn(out.shape, generator=torch.Generator().manual_seed(1)).to(out.device)
-    inputs = [x0, memory, *attn.parameters()]
-    grads = torch.autograd.grad((out * probe).sum(), inputs, allow_unused=True)
-    return out.detach(), [torch.zeros_like(p) if g is None else g for p, g in zip(inputs, grads)]
-
-
-def code_cross_attention(attn: TransEvolveAttention, x0, enc, layer: int, src_pad):
-    """The official ``Layer1(x, enc)`` + ``Layer2(A_cross, V=enc)`` at integer depth ``layer``, every term
-    of eq. 6 (notes §1.3, §1.4, §1.6), with the source-padding columns masked."""
-    d, heads = attn.dim, attn.num_heads
-    q = torch.einsum("ab,...lb->...la", attn.w_q[:, :d], x0)
-    k = torch.einsum("ab,...lb->...la", attn.w_k[:, :d], enc)
-    q0, k0 = q.unflatten(-1, (heads, -1)), k.unflatten(-1, (heads, -1))
-    a0 = torch.einsum("...shd,...lhd->...hsl", q0, k0) / math.sqrt(q0.shape[-1])
-    time_q = attn.w_q[:, d:].reshape(-1, heads, d // heads)
-    time_k = attn.w_k[:, d:].reshape(-1, heads, d // heads)
-    a2 = torch.einsum("dnt,dnt->nt", time_q, time_k)
-    a1k = torch.einsum("dnt,...ld->...nlt", time_q, k)
-    a1q = torch.einsum("dnt,...ld->...nlt", time_k, q)
-    rate = np.float32(layer) * np.float32(math.pi / 64.0)
-    p = np.arange(d // 2, dtype=np.float32)
-    signal = torch.from_numpy(np.concatenate([np.sin(rate * p), np.cos(rate * p)])).to(attn.coeffs.device)
-    tee = (signal * attn.coeffs[layer]).reshape(heads, -1)
-    logits = (
-        a0
-        + torch.einsum("...nlt,nt->...nl", a1q, tee)[..., :, None]
-        + torch.einsum("...nlt,nt->...nl", a1k, tee)[..., None, :]
-        + torch.einsum("nt,nt->n", a2, tee * tee)[:, None, None]
-    )
-    probs = (logits - 1e9 * src_pad[:, None, None, :].float()).softmax(-1)
-    h = F.layer_norm(enc, (d,), attn.norm_weight[layer], attn.norm_bias[layer]).unflatten(-1, (heads, -1))
-    return torch.einsum("...nlk,...knd->...lnd", probs, h).flatten(-2) @ attn.w_o[layer]
-
-
 def test_cross_attention_is_the_official_codes_and_ignores_the_current_tokens(device):
     attn = TransEvolveAttention(D, H, L, cross_attention=True, mode="fidelity").to(device)
     x0, enc = randn(B, N, D, device=device), randn(B, S, D, device=device)
     tgt_pad, src_pad = paddings(device)
     src_pad[2] = False  # the code's -1e9 mask and "attend to all" differ only on an all-padding source
     state = attn.prepare(x0, None, enc, src_pad)
+    code_mask = -1e9 * src_pad[:, None, None, :].float()  # the official code's mask of source padding
     for layer in range(L):
         out = attn(float(layer), x0, state)
-        assert max_abs(out, code_cross_attention(attn, x0, enc, layer, src_pad)) <= 1e-5
+        assert max_abs(out, official_attention(attn, x0, enc, enc, layer, code_mask)) <= 1e-5
         assert max_abs(attn(float(layer), randn(B, N, D, device=device), state), out) == 0.0  # eq. 13: values from enc
     masked = attn(1.0, x0, attn.prepare(x0, tgt_pad, enc, src_pad))
     assert masked[tgt_pad].abs().max().item() == 0.0 and max_abs(masked[~tgt_pad], out.new_zeros(1)) > 1e-3
@@ -110,8 +55,8 @@ def test_cross_attention_modes_match_fidelity_in_outputs_and_gradients(mode, dev
     tgt_pad, src_pad = paddings(device)
     worst = 0.0
     for t in (0.0, 1.5, 2.0):
-        ref, ref_grads = cross_evaluate(attn, "fidelity", x0, memory, t, tgt_pad, src_pad)
-        out, grads = cross_evaluate(attn, mode, x0, memory, t, tgt_pad, src_pad)
+        ref, ref_grads = evaluate(attn, "fidelity", x0, memory, t, tgt_pad, src_pad)
+        out, grads = evaluate(attn, mode, x0, memory, t, tgt_pad, src_pad)
         worst = max(worst, max_abs(out, ref), *(max_abs(g, r) for g, r in zip(grads, ref_grads)))
         assert grads[1].abs().max().item() > 1e-3 and grads[0].abs().max().item() > 1e-3  # memory and x0
     print(f"cross-attention {mode} vs fidelity: max-abs {worst:.2e}")

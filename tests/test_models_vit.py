@@ -1,4 +1,4 @@
-"""ViT and timm conversion: shapes, the discrete stacks they compute, weight sharing, presets, timm logits."""
+"""ViT and timm conversion: shapes, the discrete stacks they compute, weight sharing, registered ViTs, timm logits."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from neuralode_tf.fields import SplitField, WeightSharedField
-from neuralode_tf.models import VIT_PRESETS, ViT, transformer_field, vit_preset
+from neuralode_tf.models import ViT, create_model, list_models, model_config, transformer_field
 from neuralode_tf.models.timm import continuous_from_timm
 from neuralode_tf.nn import AttentionBranch, MLPBranch, timm_block_branches
 
@@ -58,7 +58,7 @@ def test_vit_bad_shapes_raise(device):
 def test_unit_steps_compute_the_discrete_stack(field, parallel, num_sets, device):
     """split + lie_trotter is the pre-norm ViT; parallel + euler is Zhong et al.'s parallel block."""
     model = ViT(8, 2, 1, 10, dim=32, depth=4, heads=4, field=field, num_sets=num_sets).to(device)
-    assert model.encoder.solve_kwargs["method"] == ("euler" if parallel else "lie_trotter")
+    assert model.encoder.solve_options["method"] == ("euler" if parallel else "lie_trotter")
     images = torch.randn(5, 1, 8, 8, device=device)
     assert (model(images) - _discrete(model, images, parallel)).abs().max().item() <= 1e-5
 
@@ -86,7 +86,7 @@ def test_weight_sharing_parameter_counts(num_sets, device):
 def test_zhong_table1_parameter_counts(device):
     """DeiT-Ti with 100 classes at 224/16 gives Zhong et al.'s Table 1 counts (in millions, rounded)."""
     for num_sets, millions in [(12, 5.5), (6, 2.9), (4, 2.0), (3, 1.5), (2, 1.1), (1, 0.7)]:
-        model = vit_preset("deit_tiny", num_classes=100, field="parallel", num_sets=num_sets).to(device)
+        model = create_model("deit_tiny", num_classes=100, field="parallel", num_sets=num_sets).to(device)
         assert round(sum(p.numel() for p in model.parameters()) / 1e6, 1) == millions
 
 
@@ -107,27 +107,28 @@ def test_ready_made_field(device):
     attn, mlp = AttentionBranch(16, 2), MLPBranch(16)
     field = WeightSharedField([SplitField(attn, mlp)], depth=3)
     model = ViT(8, 2, 1, 10, dim=16, depth=3, field=field).to(device)
-    assert model.encoder.field is field and model.encoder.solve_kwargs["method"] == "lie_trotter"
+    assert model.encoder.field is field and model.encoder.solve_options["method"] == "lie_trotter"
     images = torch.randn(2, 1, 8, 8, device=device)
     assert (model(images) - _discrete(model, images, parallel=False)).abs().max().item() <= 1e-5
     with pytest.raises(ValueError, match=r"\['heads', 'num_sets'\] configure the built-in field"):
         ViT(8, 2, 1, 10, dim=16, depth=3, heads=2, num_sets=1, field=field)
 
 
-@pytest.mark.parametrize("name", list(VIT_PRESETS))
-def test_presets_build_and_run(name, device):
+@pytest.mark.parametrize("name", [name for name in list_models() if model_config(name).builder is ViT])
+def test_registered_vits_run_at_their_image_size(name, device):
+    config = model_config(name).kwargs
     overrides = {}
-    if device.type == "xla" and VIT_PRESETS[name].get("field") == "composed":
+    if device.type == "xla" and config.get("field") == "composed":
         # XLA compiles the fixed-grid solve as one graph: ot_catsdogs_ode's 20 steps of its 5 blocks took 7
         # minutes to compile on XLA's CPU backend. Fewer steps build and run the same preset.
         overrides = dict(steps=4)
-    model = vit_preset(name, **overrides).to(device)
+    model = create_model(name, **overrides).to(device)
     logits = model(torch.randn(1, model.in_chans, *model.img_size, device=device))
-    assert logits.shape == (1, VIT_PRESETS[name]["num_classes"]) and torch.isfinite(logits).all()
+    assert logits.shape == (1, config["num_classes"]) and torch.isfinite(logits).all()
 
 
-def test_preset_settings(device):
-    baseline, ode = vit_preset("ot_mnist_baseline"), vit_preset("ot_mnist_ode").to(device)
+def test_ot_mnist_settings(device):
+    baseline, ode = create_model("ot_mnist_baseline"), create_model("ot_mnist_ode").to(device)
     assert [len(block) for block in ode.encoder.field.field.blocks] == [1]  # one attention-only block, composed
     assert baseline.encoder.t1 == ode.encoder.t1 == 1.0
     ode(torch.randn(2, 1, 28, 28, device=device))
@@ -135,9 +136,7 @@ def test_preset_settings(device):
     # Kan et al.'s 18k and 93k (Table 2); Sinkformers' baseline also builds an unused FeedForward(128, 128)
     assert sum(p.numel() for p in ode.parameters()) == 17_546
     assert sum(p.numel() for p in baseline.parameters()) + 33_280 == 92_938
-    assert vit_preset("deit_tiny_digits", num_classes=3).head.out_features == 3
-    with pytest.raises(ValueError, match="unknown ViT preset 'vit_huge'; valid: 'ot_mnist_baseline'"):
-        vit_preset("vit_huge")
+    assert create_model("deit_tiny_digits", num_classes=3).head.out_features == 3
 
 
 # --------------------------------------------------------------------------------------------
@@ -196,7 +195,7 @@ def test_timm_other_shapes_and_pooling(timm, kwargs, device):
 def test_timm_parallel_is_the_parallel_block(vit_tiny, device):
     images = torch.randn(2, 3, 32, 32, device=device)
     converted = continuous_from_timm(vit_tiny, field="parallel")
-    assert converted.encoder.solve_kwargs["method"] == "euler"
+    assert converted.encoder.solve_options["method"] == "euler"
     x = vit_tiny.norm_pre(vit_tiny.patch_drop(vit_tiny._pos_embed(vit_tiny.patch_embed(images))))
     for block in vit_tiny.blocks:
         attn, mlp = timm_block_branches(block)

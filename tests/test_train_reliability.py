@@ -82,7 +82,7 @@ def test_config_files_and_fields_are_checked(tmp_path):
     config.write_text('preset = "vit_digits"\nlearning_rate = 0.1\n')
     with pytest.raises(ConfigError, match=r"unknown settings \['learning_rate'\] in .*run\.toml; valid: .*'lr'"):
         load_config(config)
-    assert TrainConfig(preset="x", lr=1, max_steps=None).lr == 1  # an int is a float
+    assert TrainConfig(preset="vit_digits", lr=1, max_steps=None).lr == 1  # an int is a float
     for wrong, message in [
         (dict(max_steps=1.5), "max_steps=1.5 must be int or None, not float"),
         (dict(progress=1), "progress=1 must be bool, not int"),
@@ -90,7 +90,7 @@ def test_config_files_and_fields_are_checked(tmp_path):
         (dict(model=[1]), r"model=\[1\] must be dict, not list"),
     ]:
         with pytest.raises(ConfigError, match=message):
-            TrainConfig(preset="x", **wrong)
+            TrainConfig(preset="vit_digits", **wrong)
 
 
 @pytest.mark.cpu_only("short training runs on the CPU")

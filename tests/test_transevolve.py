@@ -9,7 +9,6 @@ import math
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 
 from neuralode_tf import ContinuousDepth, solve
 from neuralode_tf.fields import transevolve
@@ -19,18 +18,11 @@ from neuralode_tf.fields.transevolve import (
     TransEvolveField,
     depth_signal,
 )
+from neuralode_tf.fields.transevolve import _paths as paths
+from tests._reference import evaluate, max_abs, official_attention, randn
 
 B, N, D, H, L = 2, 12, 32, 4, 3
 TOL = 1e-5
-
-
-def max_abs(a: torch.Tensor, b: torch.Tensor) -> float:
-    return (a - b).abs().max().item()
-
-
-def randn(*shape: int, device: torch.device) -> torch.Tensor:
-    """Drawn on the CPU, then moved: the same values on every device under test."""
-    return torch.randn(*shape).to(device)
 
 
 def padding(device: torch.device) -> torch.Tensor:
@@ -39,45 +31,6 @@ def padding(device: torch.device) -> torch.Tensor:
     pad[0, 9:] = True
     pad[1, :3] = True
     return pad.to(device)
-
-
-def evaluate(attn: TransEvolveAttention, mode: str, x0, x, t, pad, seed=1):
-    """Output of ``attn`` at ``(t, x)`` with the state of ``x0``, and gradients of a random projection of
-    it with respect to ``x0``, ``x`` and every parameter (unused ones as zeros)."""
-    attn.mode = mode
-    x0, x = x0.clone().requires_grad_(), x.clone().requires_grad_()
-    out = attn(t, x, attn.prepare(x0, pad))
-    probe = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed), dtype=out.dtype).to(out.device)
-    inputs = [x0, x, *attn.parameters()]
-    grads = torch.autograd.grad((out * probe).sum(), inputs, allow_unused=True)
-    return out.detach(), [torch.zeros_like(p) if g is None else g for p, g in zip(inputs, grads)]
-
-
-def code_attention(attn: TransEvolveAttention, x0, x, layer: int, allowed):
-    """The official Layer1 + Layer2 at integer depth ``layer``, term by term (notes §1.3-1.4)."""
-    d, heads = attn.dim, attn.num_heads
-    q = torch.einsum("ab,...lb->...la", attn.w_q[:, :d], x0)
-    k = torch.einsum("ab,...lb->...la", attn.w_k[:, :d], x0)
-    q0, k0 = q.unflatten(-1, (heads, -1)), k.unflatten(-1, (heads, -1))
-    a0 = torch.einsum("...shd,...lhd->...hsl", q0, k0) / math.sqrt(q0.shape[-1])
-    time_q = attn.w_q[:, d:].reshape(-1, heads, d // heads)
-    time_k = attn.w_k[:, d:].reshape(-1, heads, d // heads)
-    a2 = torch.einsum("dnt,dnt->nt", time_q, time_k)
-    a1k = torch.einsum("dnt,...ld->...nlt", time_q, k)
-    a1q = torch.einsum("dnt,...ld->...nlt", time_k, q)
-    rate = np.float32(layer) * np.float32(math.pi / 64.0)
-    p = np.arange(d // 2, dtype=np.float32)
-    signal = np.concatenate([np.sin(rate * p), np.cos(rate * p)])
-    tee = (torch.from_numpy(signal).to(attn.coeffs.device) * attn.coeffs[layer]).reshape(heads, d // heads)
-    logits = (
-        a0
-        + torch.einsum("...nlt,nt->...nl", a1q, tee)[..., :, None]
-        + torch.einsum("...nlt,nt->...nl", a1k, tee)[..., None, :]
-        + torch.einsum("nt,nt->n", a2, tee * tee)[:, None, None]
-    )
-    probs = logits.masked_fill(~allowed, -math.inf).softmax(-1)
-    h = F.layer_norm(x, (d,), attn.norm_weight[layer], attn.norm_bias[layer]).unflatten(-1, (heads, -1))
-    return torch.einsum("...nlk,...knd->...lnd", probs, h).flatten(-2) @ attn.w_o[layer]
 
 
 def test_depth_signal_at_integer_depth_is_the_codes_time_signal(device):
@@ -107,8 +60,9 @@ def test_fidelity_is_the_official_codes_attention(masks, device):
     if causal:
         allowed = allowed & torch.ones(N, N, dtype=torch.bool, device=device).tril()
     allowed = allowed | ~allowed.any(-1, keepdim=True)
+    mask = torch.zeros(allowed.shape, device=device).masked_fill(~allowed, -math.inf)
     for layer in range(L):
-        ref = code_attention(attn, x0, x, layer, allowed)
+        ref = official_attention(attn, x0, x0, x, layer, mask)
         if pad is not None:
             ref = ref.masked_fill(pad[..., None], 0.0)
         assert max_abs(attn(float(layer), x, attn.prepare(x0, pad)), ref) <= TOL
@@ -130,8 +84,6 @@ def test_modes_match_fidelity_in_outputs_and_gradients(mode, masks, device):
 
 
 def test_auto_picks_factored_for_short_and_fused_for_long_sequences(monkeypatch, device):
-    from neuralode_tf.fields import transevolve
-
     assert transevolve.AUTO_FACTORED_MAX_TOKENS["cpu"] == 4096  # the CPU crossover of benchmarks/transevolve.py
     monkeypatch.setitem(transevolve.AUTO_FACTORED_MAX_TOKENS, device.type, 16)  # the limit of the input's device
     attn = TransEvolveAttention(D, H, L).to(device)
@@ -162,15 +114,15 @@ def test_large_key_bias_neither_overflows_nor_underflows(causal, monkeypatch, de
     """Scaled coefficients give key biases spanning thousands: e^b would overflow without the shift, and
     under a causal mask the early rows' e^b underflow (the exact fallback of the factored and fused modes)."""
     fallbacks = []
-    softmax_apply = transevolve._softmax_apply
-    monkeypatch.setattr(transevolve, "_softmax_apply", lambda *args: fallbacks.append(1) or softmax_apply(*args))
+    softmax_apply = paths._softmax_apply
+    monkeypatch.setattr(paths, "_softmax_apply", lambda *args: fallbacks.append(1) or softmax_apply(*args))
     attn = TransEvolveAttention(D, H, L, causal=causal).to(device)
     with torch.no_grad():
         attn.coeffs.mul_(1e3)
     x0 = randn(B, N, D, device=device)
     state = attn.prepare(x0)
     signal = depth_signal(1.0, attn.coeffs[1], H)
-    bias = transevolve._key_bias(state, signal)
+    bias = paths._key_bias(state, signal)
     assert (bias.amax(-1) - bias.amin(-1)).min().item() > 200
     attn.double()  # eq. 6 as written adds A3 (T ⊙ T) ~ 1e6 to O(1) scores: float32 fidelity would lose them
     reference = evaluate(attn, "fidelity", x0.double(), x0.double(), 1.0, padding(device))[0]
@@ -250,6 +202,8 @@ def test_unbound_state_and_bad_arguments_raise(device):
         solve(field, randn(B, N, D, device=device), [0.0, 1.0], method="lie_trotter", steps=1)
     with pytest.raises(ValueError, match="mode"):
         TransEvolveAttention(D, H, L, mode="fast")
+    with pytest.raises(ValueError, match="mode"):
+        field.attention.mode = "fast"
     with pytest.raises(ValueError, match="feed_forward"):
         TransEvolveField(D, H, L, feed_forward="dense")
     with pytest.raises(ValueError, match="divisible"):
@@ -270,10 +224,8 @@ def test_attention_weights_are_the_fidelity_softmax_and_rows_sum_to_one(device):
     assert (weights.sum(-1) - 1).abs().max().item() <= 1e-6 and weights[1, :, :, 9:].abs().max().item() == 0.0
     values = randn(2, 4, 12, 8, device=device)
     by_hand = weights @ values
-    from neuralode_tf.fields.transevolve import _fidelity
-
     _, signal = attention._depth(1.5)
-    assert (by_hand - _fidelity(state, signal, values)).abs().max().item() <= 1e-5
+    assert (by_hand - paths._fidelity(state, signal, values)).abs().max().item() <= 1e-5
     with pytest.raises(ValueError, match="mode='fidelity'"):
         fused = TransEvolveAttention(32, 4, 3, mode="fused").to(device)
         fused.attention_weights(0.0, fused.prepare(x0))

@@ -14,35 +14,22 @@
 # (about 25 s).
 
 # %%
-import os
+# NBVAL_IGNORE_OUTPUT
 import time
 import warnings
 
-FULL = os.environ.get("NEURALODE_TF_FULL", "0") == "1"
-T_START = time.perf_counter()
-
-# %%
-# NBVAL_IGNORE_OUTPUT
-import matplotlib
 import matplotlib.pyplot as plt
 import matplotlib.ticker
 import numpy as np
 import torch
-import torchdiffeq
-import torchode
 from torch import nn
 
-import neuralode_tf
 from neuralode_tf import ContinuousDepth, solve
 from neuralode_tf.fields import ParallelField, SplitField, WeightSharedField
 from neuralode_tf.nn import AttentionBranch, MLPBranch
+from neuralode_tf.notebook import setup
 
-torch.set_num_threads(1)  # bit-for-bit reproducible reductions
-print(
-    f"neuralode_tf {neuralode_tf.__version__}, torch {torch.__version__}, torchdiffeq {torchdiffeq.__version__}, "
-    f"torchode {torchode.__version__}, numpy {np.__version__}, matplotlib {matplotlib.__version__}"
-)
-print(f"FULL={FULL}")
+NB = setup(versions=("torchdiffeq", "torchode", "numpy", "matplotlib"))
 
 # %% [markdown]
 # ## 1. The maths
@@ -96,13 +83,13 @@ print(f"FULL={FULL}")
 # %% [markdown]
 # ## 2. A small transformer stack
 #
-# Four pre-norm blocks (twelve with `FULL`) of width $d = 32$ with 4 heads, acting on a batch of 4 sequences
+# Four pre-norm blocks (twelve with `NEURALODE_TF_FULL=1`) of width $d = 32$ with 4 heads, acting on a batch of 4 sequences
 # of 16 tokens. Everything is seeded with `torch.manual_seed(0)` and runs on one thread, so the numbers below
 # are reproducible.
 
 # %%
 torch.manual_seed(0)
-D_MODEL, HEADS, TOKENS, BATCH, DEPTH = 32, 4, 16, 4, (12 if FULL else 4)
+D_MODEL, HEADS, TOKENS, BATCH, DEPTH = 32, 4, 16, 4, (12 if NB.full else 4)
 
 attns = nn.ModuleList(AttentionBranch(D_MODEL, HEADS) for _ in range(DEPTH))
 mlps = nn.ModuleList(MLPBranch(D_MODEL) for _ in range(DEPTH))
@@ -180,13 +167,13 @@ assert err_stack <= TOL and continuous_stack.stats.n_accepted == DEPTH
 # From here on we study the *ODE*, not one particular discretisation of it. To measure convergence we
 # need a smooth field, so we take the field of a single block (autonomous, the same weights at every
 # depth-time: a weight-tied continuous-depth layer) on $[0, 1]$, as the library's tests do: width 16,
-# 8 tokens (64 and 32 with `FULL`), in float64 so that round-off stays far below the errors we measure. With the default
+# 8 tokens (64 and 32 with `NEURALODE_TF_FULL=1`), in float64 so that round-off stays far below the errors we measure. With the default
 # initialisation the tokens move by $O(1)$ over $[0,1]$, so the dynamics are nontrivial but smooth
 # (`SCALE` multiplies both branches, should another model need it).
 
 # %%
 torch.manual_seed(0)
-D_ODE, TOKENS_ODE = (64, 32) if FULL else (16, 8)
+D_ODE, TOKENS_ODE = (64, 32) if NB.full else (16, 8)
 SCALE = 1.0
 
 
@@ -257,8 +244,8 @@ for name in ("dopri5, tol 1e-6", "tsit5, tol 1e-6"):
 # error-vs-NFE panel therefore overstates the cost of the splitting methods relative to Runge-Kutta.
 
 # %%
-LOW = [4, 8, 16, 32, 64] + ([128, 256] if FULL else [])
-HIGH = [2, 4, 8, 16] + ([32] if FULL else [])
+LOW = [4, 8, 16, 32, 64] + ([128, 256] if NB.full else [])
+HIGH = [2, 4, 8, 16] + ([32] if NB.full else [])
 
 # (label, method, substep, theoretical order, step counts)
 CONFIGS = [
@@ -423,4 +410,4 @@ assert 0.0 < leaks["dopri5, tol 1e-5"] < 1e-2
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-print(f"elapsed {time.perf_counter() - T_START:.1f}s")
+print(f"elapsed {time.perf_counter() - NB.start:.1f}s")

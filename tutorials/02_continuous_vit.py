@@ -19,33 +19,22 @@
 # step counts (about 2.5 min).
 
 # %%
-import os
+# NBVAL_IGNORE_OUTPUT
 import time
 
-FULL = os.environ.get("NEURALODE_TF_FULL", "0") == "1"
-T_START = time.perf_counter()
-
-# %%
-# NBVAL_IGNORE_OUTPUT
-import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import timm
 import torch
 import torch.nn.functional as F
 
-import neuralode_tf
 import neuralode_tf.data
-from neuralode_tf import ContinuousDepth
+from neuralode_tf import ContinuousDepth, set_solve_options
 from neuralode_tf.fields import SplitField, WeightSharedField
 from neuralode_tf.models.timm import ContinuousVisionTransformer, continuous_from_timm
+from neuralode_tf.notebook import setup
 
-torch.set_num_threads(1)  # bit-for-bit reproducible reductions
-print(
-    f"neuralode_tf {neuralode_tf.__version__}, torch {torch.__version__}, timm {timm.__version__}, "
-    f"numpy {np.__version__}, matplotlib {matplotlib.__version__}"
-)
-print(f"FULL={FULL}")
+NB = setup(versions=("timm", "numpy", "matplotlib"))
 
 # %% [markdown]
 # ## 1. The data and the model
@@ -155,7 +144,7 @@ assert stats.n_accepted == DEPTH and stats.nfe == 2 * DEPTH
 # ## 3. Training the continuous model
 #
 # A hand-written loop: AdamW (learning rate $5 \cdot 10^{-3}$, weight decay 0.05) with a one-cycle schedule,
-# batches of 32, cross-entropy, 12 epochs (36 with `FULL`), seeded shuffling. Training uses the
+# batches of 32, cross-entropy, 12 epochs (36 with `NEURALODE_TF_FULL=1`), seeded shuffling. Training uses the
 # conversion's default discretisation, one Lie-Trotter Euler step per block, so this *is* training the
 # timm ViT; gradients are plain backpropagation through the 4 steps.
 #
@@ -163,7 +152,7 @@ assert stats.n_accepted == DEPTH and stats.nfe == 2 * DEPTH
 # 92.8%-95.3% test accuracy; the threshold is 90%.
 
 # %%
-EPOCHS, BATCH, LR = (36 if FULL else 12), 32, 5e-3
+EPOCHS, BATCH, LR = (36 if NB.full else 12), 32, 5e-3
 
 
 def accuracy(logits, y):
@@ -198,7 +187,7 @@ history = train(model, seed=0)
 train_seconds = time.perf_counter() - t_train
 
 for epoch, (loss, acc) in enumerate(history):
-    if epoch % (6 if FULL else 3) == 2 or epoch == EPOCHS - 1:
+    if epoch % (6 if NB.full else 3) == 2 or epoch == EPOCHS - 1:
         print(f"epoch {epoch + 1:2d}: train loss {loss:.3f}, test accuracy {acc:.1%}")
 train_acc = history[-1][1]
 assert train_acc >= 0.90
@@ -223,8 +212,8 @@ assert post_err <= 1e-5
 # ## 4. The same weights, other solvers
 #
 # The trained weights define the field $f(t, x)$; the training discretisation is only one way to integrate
-# it. `continuous_from_timm(vit, method=..., steps=...)` wraps the trained timm model again with other
-# solve settings (sharing the parameters; nothing is retrained). `steps` counts steps over all of
+# it. `continuous_from_timm(vit)` wraps the trained timm model as an ODE (sharing the parameters; nothing is
+# retrained), and `neuralode_tf.set_solve_options(model, method=..., steps=...)` changes how it is solved. `steps` counts steps over all of
 # $[0, 4]$, so `steps = 4 k` is $k$ steps per block (label `x k` below). Each fixed grid is aligned with the
 # blocks, so every step stays within one block's weights; dopri5 (torchdiffeq, `rtol = atol = 1e-6`) steps
 # onto the jumps at $t = 1, 2, 3$.
@@ -232,7 +221,7 @@ assert post_err <= 1e-5
 # For each solver we report test accuracy, the share of test predictions equal to the training
 # discretisation's ("agree"), NFE (`model.encoder.stats.nfe`), and the max-abs logit difference to the
 # training discretisation and to a **reference solution** of the ODE (rk4 with 16 steps per block, 32 with
-# `FULL`; its own error is estimated by Richardson extrapolation).
+# `NEURALODE_TF_FULL=1`; its own error is estimated by Richardson extrapolation).
 #
 # **Counting cost.** `stats.nfe` counts field evaluations for Runge-Kutta methods (one evaluation runs both
 # branches) but *part* evaluations for the splitting methods (one runs attention *or* MLP). The column
@@ -249,9 +238,9 @@ assert post_err <= 1e-5
 # * `midpoint` (second order) and `rk4` (fourth order), $k = 1, 2, 4, 8$; `dopri5`, adaptive.
 
 # %%
-STEPS = [1, 2, 4, 8] + ([16, 32] if FULL else [])  # steps per block of lie_trotter and euler
+STEPS = [1, 2, 4, 8] + ([16, 32] if NB.full else [])  # steps per block of lie_trotter and euler
 HIGH = [1, 2, 4, 8]  # steps per block of the higher-order methods
-REF_STEPS = 32 if FULL else 16  # rk4 steps per block of the reference solution
+REF_STEPS = 32 if NB.full else 16  # rk4 steps per block of the reference solution
 
 # family -> (solve settings, steps per block); dopri5 is adaptive.
 FAMILIES = {
@@ -269,13 +258,16 @@ for family, (settings, ks) in FAMILIES.items():
 SOLVERS["dopri5 tol 1e-6"] = ("dopri5", None, dict(method="dopri5", rtol=1e-6, atol=1e-6))
 
 
+ode_vit = continuous_from_timm(vit, field="split").eval()
+assert {id(p) for p in ode_vit.parameters()} == {id(p) for p in vit.parameters()}  # no copy, no retraining
+
+
 def evaluate(**settings):
     """Test logits of the trained weights under other solve settings, and the solve's stats."""
-    m = continuous_from_timm(vit, field="split", **settings).eval()
-    assert {id(p) for p in m.parameters()} == {id(p) for p in vit.parameters()}  # no copy, no retraining
+    set_solve_options(ode_vit, **settings)
     with torch.no_grad():
-        logits = m(x_test)
-    return logits, m.encoder.stats
+        logits = ode_vit(x_test)
+    return logits, ode_vit.encoder.stats
 
 
 logits_ref, stats_ref = evaluate(method="rk4", steps=DEPTH * REF_STEPS)
@@ -529,4 +521,4 @@ assert all(r["gap"] > 1.0 for r in study.values())  # and no run is close to its
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-print(f"elapsed {time.perf_counter() - T_START:.1f}s")
+print(f"elapsed {time.perf_counter() - NB.start:.1f}s")

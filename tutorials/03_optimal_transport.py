@@ -22,30 +22,21 @@
 # (about 5 min).
 
 # %%
+# NBVAL_IGNORE_OUTPUT
 import json
-import os
-import tempfile
 import time
 from pathlib import Path
 
-FULL = os.environ.get("NEURALODE_TF_FULL", "0") == "1"
-T_START = time.perf_counter()
-
-# %%
-# NBVAL_IGNORE_OUTPUT
-import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-import neuralode_tf
 from neuralode_tf import solve
 from neuralode_tf.models import ViT
+from neuralode_tf.notebook import setup
 from neuralode_tf.train import OT_VARIANTS, TrainConfig, build_task, step_sweep, train
 
-torch.set_num_threads(1)  # bit-for-bit reproducible reductions
-print(f"neuralode_tf {neuralode_tf.__version__}, torch {torch.__version__}, matplotlib {matplotlib.__version__}")
-print(f"FULL={FULL}")
+NB = setup(versions=("matplotlib",), work="tutorial03")
 
 # %% [markdown]
 # ## 1. The model and its augmented state
@@ -89,9 +80,8 @@ assert gap <= 1e-6
 # Kan et al. keep).
 
 # %%
-EPOCHS = 30 if FULL else 10
-WORK = tempfile.mkdtemp(prefix="tutorial03_")
-LAMBDAS = [0.0, 0.01, 0.1, 1.0, 10.0] if FULL else [0.0, 0.1, 1.0, 10.0]
+EPOCHS = 30 if NB.full else 10
+LAMBDAS = [0.0, 0.01, 0.1, 1.0, 10.0] if NB.full else [0.0, 0.1, 1.0, 10.0]
 
 
 def run(weight: float, inner_residuals: bool = True, seed: int = 0) -> tuple[dict, str]:
@@ -105,7 +95,7 @@ def run(weight: float, inner_residuals: bool = True, seed: int = 0) -> tuple[dic
         warmup_steps=50,
         grad_clip=0.0,
         seed=seed,
-        out_dir=f"{WORK}/lambda{weight}_inner{inner_residuals}",
+        out_dir=f"{NB.work}/lambda{weight}_inner{inner_residuals}",
         progress=False,
         model=overrides,
     )
@@ -253,4 +243,4 @@ print("accuracy lost going from 20 to 4 steps (points): " + ", ".join(f"λ={w}: 
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-print(f"tutorial ran in {time.perf_counter() - T_START:.0f} s")
+print(f"tutorial ran in {time.perf_counter() - NB.start:.0f} s")

@@ -21,28 +21,23 @@
 # Runtime: about 60 s on 2 CPU cores. `NEURALODE_TF_FULL=1` trains 4x longer.
 
 # %%
+# NBVAL_IGNORE_OUTPUT
 import json
-import os
+import sys
 import time
 from pathlib import Path
 
-FULL = os.environ.get("NEURALODE_TF_FULL", "0") == "1"
-T_START = time.perf_counter()
-
-# %%
-# NBVAL_IGNORE_OUTPUT
-import matplotlib
 import matplotlib.pyplot as plt
 import torch
 
-import neuralode_tf
 from neuralode_tf.fields import TransEvolveAttention
-from neuralode_tf.models import table2_parameter_counts
+from neuralode_tf.notebook import setup
 from neuralode_tf.train import TrainConfig, build_task, train
 
-torch.set_num_threads(1)  # bit-for-bit reproducible reductions
-print(f"neuralode_tf {neuralode_tf.__version__}, torch {torch.__version__}, matplotlib {matplotlib.__version__}")
-print(f"FULL={FULL}")
+sys.path.insert(0, str(Path("..") / "paper_repro"))  # the reproductions' code, beside this folder
+from claims._transevolve_counts import table2_parameter_counts
+
+NB = setup(versions=("matplotlib",), work="tutorial04")
 
 # %% [markdown]
 # ## 1. Initial scores plus a key bias
@@ -117,17 +112,16 @@ assert all(max(gaps) <= 1e-5 for gaps in worst.values())
 # key by key as depth goes on.
 
 # %%
-WORK = Path(os.environ.get("TMPDIR", "/tmp")) / "tutorial04"
 config = TrainConfig(
     preset="transevolve_listops",
-    epochs=20 if FULL else 5,
+    epochs=20 if NB.full else 5,
     batch_size=64,
     lr=1e-3,
     weight_decay=0.01,
     warmup_steps=20,
-    out_dir=str(WORK),
+    out_dir=str(NB.work),
     progress=False,
-    data=dict(num_train=2000 if FULL else 1000, num_test=500),
+    data=dict(num_train=2000 if NB.full else 1000, num_test=500),
 )
 result = train(config)
 task = build_task(config)
@@ -136,7 +130,7 @@ print(f"test accuracy {100 * result['test_accuracy']:.1f}% ({result['parameters'
 print(f"most frequent of the 10 classes: {100 * majority:.1f}% of the test set")
 assert result["test_accuracy"] > majority + 0.05
 
-task.model.load_state_dict(torch.load(WORK / "checkpoint.pt", weights_only=True)["model"])
+task.model.load_state_dict(torch.load(NB.work / "checkpoint.pt", weights_only=True)["model"])
 model = task.model.eval()
 tokens, mask = task.data.test.x[:1], task.data.test.mask[:1]
 length = int((~mask).sum())
@@ -200,4 +194,4 @@ assert all(row["speedup"]["auto"] <= row["ceiling"] for row in recorded["rows"])
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-print(f"tutorial ran in {time.perf_counter() - T_START:.0f} s")
+print(f"tutorial ran in {time.perf_counter() - NB.start:.0f} s")

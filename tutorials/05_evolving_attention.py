@@ -25,30 +25,24 @@
 # Runtime: about 60 s on 2 CPU cores. `NEURALODE_TF_FULL=1` trains 3x longer.
 
 # %%
+# NBVAL_IGNORE_OUTPUT
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
-FULL = os.environ.get("NEURALODE_TF_FULL", "0") == "1"
-T_START = time.perf_counter()
-
-# %%
-# NBVAL_IGNORE_OUTPUT
-import matplotlib
 import matplotlib.pyplot as plt
 import torch
 
-import neuralode_tf
 from neuralode_tf import solve
-from neuralode_tf.models import evolving_table5_costs
 from neuralode_tf.nn import AttentionBranch, EvolvingAttentionBranch
+from neuralode_tf.notebook import setup
 from neuralode_tf.train import EA_VARIANTS, TrainConfig, build_task, train
 
-torch.set_num_threads(1)  # bit-for-bit reproducible reductions
-print(f"neuralode_tf {neuralode_tf.__version__}, torch {torch.__version__}, matplotlib {matplotlib.__version__}")
-print(f"FULL={FULL}")
+sys.path.insert(0, str(Path("..") / "paper_repro"))  # the reproductions' code, beside this folder
+from claims._evolving_costs import evolving_table5_costs
+
+NB = setup(versions=("matplotlib",), work="tutorial05")
 
 # %% [markdown]
 # ## 1. Vanilla attention as the special case $\alpha = \beta = 0$
@@ -83,7 +77,7 @@ for k in (1, 3, 5):
 # 3x3 convolutions in the encoder self-attention, the decoder self-attention and the encoder-decoder
 # attention, $\beta = 0.1$, and skip connections in the encoder only, $\alpha = 0.1$ (Lite) or $0.5$
 # (Base), $\alpha = 0$ in the decoder. `evolving_table5_costs()` builds both with `Seq2Seq`
-# (`field="evolving"`, `evolving_table5_models()`), and counts FLOPs with `neuralode_tf.flops.seq2seq_flops`:
+# (`field="evolving"`: the registered `create_model("ea_transformer_lite")`, ...), and counts FLOPs with `neuralode_tf.flops.seq2seq_flops`:
 # explicit formulas for the matrix products, the attention scores and their application, and the
 # convolutions (2 FLOPs per multiply-add), leaving out the output projection, so the counts are the
 # same on every torch build.
@@ -129,7 +123,6 @@ assert round(costs["Lite"][2] / 1e6, 2) == 157.82
 # both models expose their logit maps through the same field.
 
 # %%
-WORK = Path(os.environ.get("TMPDIR", "/tmp")) / "tutorial05"
 models, accuracy = {}, {}
 for name, settings in {
     "vanilla": dict(field="evolving", evolving={"alpha": 0.0, "beta": 0.0}),
@@ -137,18 +130,18 @@ for name, settings in {
 }.items():
     config = TrainConfig(
         preset="ea_digits_vit",
-        epochs=30 if FULL else 10,
+        epochs=30 if NB.full else 10,
         batch_size=64,
         lr=2e-3,
         weight_decay=0.05,
         warmup_steps=50,
-        out_dir=str(WORK / name),
+        out_dir=str(NB.work / name),
         progress=False,
         model=settings,
     )
     accuracy[name] = train(config)["test_accuracy"]
     task = build_task(config)
-    task.model.load_state_dict(torch.load(WORK / name / "checkpoint.pt", weights_only=True)["model"])
+    task.model.load_state_dict(torch.load(NB.work / name / "checkpoint.pt", weights_only=True)["model"])
     models[name] = task.model.eval()
     print(f"{name:>8}: test accuracy {100 * accuracy[name]:.1f}%")
 test = task.data.test
@@ -233,7 +226,6 @@ assert all(count == 3 for _, _, count in table.values())
 # (`paper_repro/claims/evolving_attention.toml`) holds them; here they are recomputed from the rows above.
 
 # %%
-sys.path.insert(0, str(Path("..") / "paper_repro"))
 import claims  # noqa: E402  (the reproductions' ledger, beside this folder)
 
 ledger = claims.load("evolving_attention")
@@ -278,4 +270,4 @@ assert errors[32] / errors[64] > 8  # close to RK4's 16 once the steps resolve t
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-print(f"tutorial ran in {time.perf_counter() - T_START:.0f} s")
+print(f"tutorial ran in {time.perf_counter() - NB.start:.0f} s")

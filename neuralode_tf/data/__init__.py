@@ -28,14 +28,15 @@ Sequences are padded with a mask that is True at padding. Missing files raise
 """
 
 from .errors import DataError, DatasetFormatError, DatasetNotFoundError
-from .images import digits, load_catsdogs, load_cifar100, load_mnist, mnist1d, read_idx
-from .listops import LISTOPS_VOCAB, OPERATORS, evaluate_listops, listops
-from .points import SHAPES, load_modelnet40, load_modelnet40_h5, read_off, sample_primitive, sample_triangles, shapes3d
+from .images import digits, load_catsdogs, load_cifar100, load_mnist, mnist1d
+from .listops import listops
+from .modelnet import load_modelnet40, load_modelnet40_h5
 from .registry import DATASETS, STAND_INS, load
-from .seq2seq import BOS, EOS, TASKS, seq2seq
+from .seq2seq import BOS, EOS, seq2seq
+from .shapes3d import shapes3d
 from .splits import Kind, Splits, TensorSplit
-from .text import TWEET_CLASSES, load_imdb, tokenize, tweets
-from .vocab import Vocabulary, pad_sequences
+from .text import load_imdb, tweets
+from .vocab import Vocabulary
 
 __all__ = [
     "load",
@@ -45,7 +46,8 @@ __all__ = [
     "TensorSplit",
     "Kind",
     "Vocabulary",
-    "pad_sequences",
+    "BOS",
+    "EOS",
     "DataError",
     "DatasetNotFoundError",
     "DatasetFormatError",
@@ -61,17 +63,4 @@ __all__ = [
     "load_imdb",
     "load_modelnet40",
     "load_modelnet40_h5",
-    "read_idx",
-    "read_off",
-    "tokenize",
-    "evaluate_listops",
-    "sample_primitive",
-    "sample_triangles",
-    "SHAPES",
-    "OPERATORS",
-    "LISTOPS_VOCAB",
-    "TWEET_CLASSES",
-    "TASKS",
-    "BOS",
-    "EOS",
 ]

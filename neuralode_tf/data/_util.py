@@ -22,6 +22,11 @@ def require(module: str, *, package: str, extra: str, purpose: str) -> ModuleTyp
         ) from err
 
 
+def point_cloud_class() -> type:
+    """``torch_geometric.data.Data``, the class of a point cloud (``pos=(n, 3)``, ``y=(1,)``)."""
+    return require("torch_geometric.data", package="torch-geometric", extra="graph", purpose="point clouds").Data
+
+
 def locate(root: str | Path, folder: str, layout: str) -> Path:
     """``root/folder`` if that folder exists, else ``root`` itself, which must exist.
 

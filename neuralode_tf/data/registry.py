@@ -8,8 +8,9 @@ from typing import Any
 
 from .images import digits, load_catsdogs, load_cifar100, load_mnist, mnist1d
 from .listops import listops
-from .points import load_modelnet40, load_modelnet40_h5, shapes3d
+from .modelnet import load_modelnet40, load_modelnet40_h5
 from .seq2seq import TASKS, seq2seq
+from .shapes3d import shapes3d
 from .splits import Splits
 from .text import load_imdb, tweets
 

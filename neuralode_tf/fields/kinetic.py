@@ -9,6 +9,7 @@ from torch import Tensor, nn
 
 from .._checks import check_padding_mask
 from .._typing import State
+from ..protocols import jump_times_of, parts_of
 from ._parts import as_field
 
 __all__ = ["KineticEnergy", "TRANSPORT_CONVENTIONS"]
@@ -118,13 +119,13 @@ class KineticEnergy(nn.Module):
     @property
     def jump_times(self) -> list[float]:
         """The wrapped field's discontinuities in time, if it declares any."""
-        return list(getattr(self.field, "jump_times", ()))
+        return list(jump_times_of(self.field))
 
     @property
     def parts(self) -> tuple[nn.Module, ...] | None:
         """The energy part, then each part of the wrapped field with ``de/dt = 0``; ``None`` if it has no parts."""
-        parts = getattr(self.field, "parts", None)
-        if not parts:
+        parts = parts_of(self.field)
+        if parts is None:
             return None
         return (_EnergyPart(self.field, self.energy_rate), *(_MovingPart(part) for part in parts))
 

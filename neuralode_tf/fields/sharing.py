@@ -9,6 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from .._typing import State
+from ..protocols import parts_of
 from ._parts import as_field
 
 __all__ = ["WeightSharedField"]
@@ -91,7 +92,7 @@ class WeightSharedField(nn.Module):
         """Part ``i`` shares weights across depth like the whole field does (built once, then cached)."""
         cached = self.__dict__.get("_parts")
         if cached is None:
-            layer_parts = [getattr(layer, "parts", None) for layer in self.layers]
+            layer_parts = [parts_of(layer) for layer in self.layers]
             if not all(layer_parts) or len({len(p) for p in layer_parts}) != 1:
                 raise AttributeError(
                     "parts: the layers of this WeightSharedField are not all split into the same number of parts"

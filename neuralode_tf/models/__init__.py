@@ -1,66 +1,59 @@
 """Model front-ends: continuous-depth transformers for images (ViT, timm conversion), sets, text, signals and
-sequence-to-sequence tasks.
+sequence-to-sequence tasks, and one registry of named model configurations.
 
 Every model takes a field (or builds the default one) and the solve settings of its
 :class:`~neuralode_tf.ContinuousDepth` stack(s) (``method``, ``steps`` / ``step_size``,
 ``adjoint``, ...). The default, ``method="lie_trotter"`` with one Euler step per unit of
 depth-time, computes the discrete pre-norm network the field was read from. A model's parameter
 count is ``sum(p.numel() for p in model.parameters())``.
+
+The registry (:mod:`~neuralode_tf.models.registry`, in the style of timm) names the papers' architectures
+and the models of the training presets: :func:`list_models` lists the names (``list_models("ot_*")``),
+:func:`create_model` builds one with keyword overrides (``create_model("deit_tiny_cifar100",
+field="parallel", num_sets=6)``; data-dependent arguments such as ``vocab_size`` are overrides too),
+:func:`model_config` gives its class, keyword arguments and description, and :func:`register_model` adds one.
 """
 
-from .blocks import FIELDS, stack_encoder, transformer_field
+from .blocks import decoder_field, transformer_field
+from .decoding import EncoderDecoder
 from .discrete import DiscreteStack
-from .evolving_costs import evolving_table5_costs, evolving_table5_models
 from .node import NODETransformer
-from .seq2seq import EncoderDecoder, Seq2Seq, decoder_field
-from .set_reference import ReferenceMAB, ReferenceSetTransformer, reference_isab
-from .set_transformer import MAB, PMA, InducedAttentionBranch, SetTransformer, isab_field
+from .registry import ModelConfig, create_model, list_models, model_config, register_model
+from .seq2seq import Seq2Seq
+from .set_blocks import isab_field
+from .set_reference import ReferenceSetTransformer
+from .set_transformer import SetTransformer
 from .signal import SignalClassifier
-from .text import PAD, TextClassifier, TokenEmbedding, sinusoidal_positions
-from .timm import ContinuousVisionTransformer, continuous_from_timm
-from .transevolve import (
-    TRANSEVOLVE_VARIANTS,
-    TransEvolveClassifier,
-    TransEvolveDecoder,
-    TransEvolveEncoder,
-    TransEvolveSeq2Seq,
-)
-from .transevolve_counts import table2_parameter_counts
-from .vit import VIT_PRESETS, ViT, vit_preset
+from .stack import FIELDS, stack_encoder
+from .text import PAD, TextClassifier
+from .timm import continuous_from_timm
+from .transevolve import TRANSEVOLVE_VARIANTS, TransEvolveClassifier, TransEvolveEncoder, TransEvolveSeq2Seq
+from .vit import ViT
 
 __all__ = [
+    "create_model",
+    "list_models",
+    "model_config",
+    "register_model",
+    "ModelConfig",
+    "ViT",
+    "continuous_from_timm",
+    "TextClassifier",
+    "SignalClassifier",
+    "SetTransformer",
+    "ReferenceSetTransformer",
+    "Seq2Seq",
+    "EncoderDecoder",
+    "TRANSEVOLVE_VARIANTS",
+    "TransEvolveEncoder",
+    "TransEvolveClassifier",
+    "TransEvolveSeq2Seq",
     "PAD",
-    "sinusoidal_positions",
-    "TokenEmbedding",
     "FIELDS",
     "transformer_field",
+    "decoder_field",
+    "isab_field",
     "stack_encoder",
     "NODETransformer",
     "DiscreteStack",
-    "TextClassifier",
-    "decoder_field",
-    "EncoderDecoder",
-    "Seq2Seq",
-    "evolving_table5_models",
-    "evolving_table5_costs",
-    "MAB",
-    "PMA",
-    "InducedAttentionBranch",
-    "isab_field",
-    "SetTransformer",
-    "ReferenceMAB",
-    "reference_isab",
-    "ReferenceSetTransformer",
-    "SignalClassifier",
-    "ViT",
-    "VIT_PRESETS",
-    "vit_preset",
-    "ContinuousVisionTransformer",
-    "continuous_from_timm",
-    "TRANSEVOLVE_VARIANTS",
-    "TransEvolveEncoder",
-    "TransEvolveDecoder",
-    "TransEvolveClassifier",
-    "TransEvolveSeq2Seq",
-    "table2_parameter_counts",
 ]

@@ -1,33 +1,18 @@
-"""Transformer stacks as fields and continuous-depth encoders, shared by the front-ends."""
+"""New transformer blocks and their fields: the encoder stack (:func:`transformer_field`) and the decoder stack
+(:func:`decoder_field`), shared by the front-ends."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from torch import nn
 
-from ..continuous import ContinuousDepth
-from ..fields import (
-    ComposedField,
-    EvolvingAttentionField,
-    EvolvingAttentionStack,
-    KineticEnergy,
-    ParallelField,
-    SplitField,
-    Sublayer,
-    WeightSharedField,
-)
+from ..fields import EvolvingAttentionField, EvolvingAttentionStack, SplitField, Sublayer, WeightSharedField
 from ..nn import AttentionBranch, EvolvingAttentionBranch, MLPBranch
-from .discrete import DiscreteStack
-from .node import NODETransformer
+from .stack import _stack_field
 
-__all__ = ["FIELDS", "transformer_field", "stack_encoder"]
-
-FIELDS = ("split", "parallel", "composed", "node", "evolving", "discrete")
-"""The readings of a stack of blocks as continuous depth, and the discrete stack, by name (:func:`stack_encoder`)."""
-
-_SUMS = {"split": SplitField, "parallel": ParallelField}
+__all__ = ["transformer_field", "decoder_field"]
 
 
 def transformer_field(
@@ -70,7 +55,7 @@ def transformer_field(
         heads: Attention heads; must divide ``dim``.
         mlp_hidden: Hidden width of the MLP (default ``4 * dim``).
         field: ``"split"``, ``"parallel"``, ``"composed"`` or ``"evolving"`` (``"node"`` is a chain of
-            fields: :func:`stack_encoder`).
+            fields: :func:`~neuralode_tf.models.stack_encoder`).
         num_sets: Independent parameter sets ``k`` (default ``depth``: no sharing); must divide ``depth``.
         attention_only: Leave out the MLP branch (``dx/dt = G(x)``, the MNIST ViT of Sander et al. 2022
             and Kan et al. 2025).
@@ -143,117 +128,54 @@ def _transformer_sets(
     return [(attend(),) if attention_only else (attend(), mlp()) for _ in range(num_sets)]
 
 
-def stack_encoder(
-    field: str | nn.Module,
+def decoder_field(
+    dim: int,
+    num_heads: int,
     depth: int,
-    sets: Sequence[Sequence[nn.Module]] | None = None,
     *,
-    inner_residuals: bool = True,
-    final_norm: nn.Module | None = None,
-    t1: float | None = None,
-    transport_cost: float | None = None,
-    method: str | None = None,
-    steps: int | None = None,
-    step_size: float | None = None,
-    **solve_kwargs: Any,
-) -> nn.Module:
-    """The continuous-depth encoder ``x(0) -> x(T)`` of a stack of ``depth`` blocks, in one of the readings
-    of :data:`FIELDS`; block ``i`` uses the parameter set ``sets[i * len(sets) // depth]``.
+    num_sets: int | None = None,
+    mlp_hidden: int | None = None,
+    evolving: Mapping[str, Any] | None = None,
+) -> WeightSharedField | EvolvingAttentionStack:
+    """The pre-norm transformer decoder as a field on ``[0, depth]``.
 
-    ==============  ============================================  ===============  =====================
-    ``field``       ODE                                           default ``T``    default method
-    ==============  ============================================  ===============  =====================
-    ``"split"``     ``Σ_j b_{σ(t),j}(x)``, parts stepped in turn  ``depth``        ``lie_trotter``, h = 1
-    ``"parallel"``  the same sum, one field                       ``depth``        ``euler``, h = 1
-    ``"composed"``  ``B_D ∘ ... ∘ B_1(x)``, one field             ``1``            ``euler``, one step
-    ``"node"``      ``D`` ODEs, block ``i`` minus its FC skip     ``1`` each       ``euler``, one step
-    ``"evolving"``  ``(x, A)``: EA blocks, ``dA/dt = L(A, x) - A``  ``depth``        ``lie_trotter``, h = 1
-    ``"discrete"``  no ODE: ``B_D ∘ ... ∘ B_1(x)`` once           --               --
-    ==============  ============================================  ===============  =====================
+    .. math:: \\frac{dy}{dt} = \\mathrm{CausalSelfAttn}_{\\sigma(t)}(y) + \\mathrm{CrossAttn}_{\\sigma(t)}(y; m)
+        + \\mathrm{MLP}_{\\sigma(t)}(y)
 
-    The defaults compute the discrete stack for ``"split"`` and Zhong et al.'s parallel blocks for
-    ``"parallel"``; for ``"composed"`` and ``"node"`` see :class:`~neuralode_tf.fields.ComposedField`
-    and :class:`~neuralode_tf.models.NODETransformer`; ``"discrete"``
-    (:class:`~neuralode_tf.models.DiscreteStack`) is the discrete stack for any blocks, also those
-    that are no Euler step (post-norm :class:`~neuralode_tf.fields.Sublayer` s), and takes no solve settings.
-    Give ``steps`` for more steps (e.g. 20 Euler steps on ``[0, 1]`` in Kan et al.'s MNIST experiment).
+    A :class:`~neuralode_tf.fields.WeightSharedField` of ``num_sets`` (default ``depth``) blocks
+    ``SplitField(AttentionBranch(causal=True), AttentionBranch(context_dim=dim), MLPBranch)``; the
+    encoder memory ``m`` reaches the cross-attention through ``bind(memory=...)``. One
+    ``lie_trotter`` Euler step per unit of time is the pre-norm decoder stack of Vaswani et al.
+    (2017, §3.1): masked self-attention, then encoder-decoder attention, then the MLP, each added
+    to ``y``. Every part is causal in the target positions, so every fixed-grid solve of the field
+    is too (exactly: later target tokens change earlier outputs by 0.0); an adaptive solve is not
+    (:mod:`neuralode_tf.numerics.causality`; :meth:`~neuralode_tf.models.EncoderDecoder.forward` with
+    ``causal_prefixes=True``).
 
-    Args:
-        field: A name from :data:`FIELDS`, or a ready-made field ``(t, x) -> dx``, integrated over ``[0, t1]``.
-        depth: Number of blocks ``D``.
-        sets: The parameter sets, each a sequence of sub-layers; needed for a named field.
-        inner_residuals: ``"composed"`` only: keep each block's skips (default, Kan et al.'s code).
-        final_norm: ``"composed"`` only: a module inside the field after the composition, e.g.
-            ``nn.LayerNorm(d)`` as the released OT-Transformer code's ``ln_f`` (default: none, as the
-            Sinkformers models of Kan et al.'s other experiments; see :class:`~neuralode_tf.fields.ComposedField`).
-        t1: End of depth-time (defaults in the table; ``depth`` for a ready-made field).
-        transport_cost: ``λ``: augment with the kinetic energy (:class:`~neuralode_tf.fields.KineticEnergy`)
-            and report ``λ/2 · mean e(T)`` as the encoder's ``regularization`` (for ``"node"``, one per ODE).
-            ``0`` measures the energy without regularising; ``None`` (default) does not augment.
-        method, steps, step_size, **solve_kwargs: Solve settings (:class:`~neuralode_tf.ContinuousDepth`).
+    With ``evolving`` settings (a dict, possibly empty) both attentions are
+    :class:`~neuralode_tf.nn.EvolvingAttentionBranch` es with those settings and ``causal=True``: the
+    decoder convolutions of Wang et al. (2021, §3.5, Fig. 3(b) and 3(c)), which read no later target
+    position, so the field stays causal (with the same proviso on adaptive solves); and the
+    field an :class:`~neuralode_tf.fields.EvolvingAttentionStack` carrying both logit maps. The settings
+    are used as given; the paper's decoder has no skip connection, ``alpha=0`` (§4.3), which
+    :class:`~neuralode_tf.models.Seq2Seq` ``(field="evolving")`` passes.
     """
-    if field not in FIELDS and not isinstance(field, nn.Module):
-        raise ValueError(f"unknown field {field!r}; valid: {', '.join(map(repr, FIELDS))} or a field module")
-    if field != "composed" and (not inner_residuals or final_norm is not None):
-        raise ValueError(f"inner_residuals=False and final_norm apply to field='composed' only, not to {field!r}")
-    if isinstance(field, str) and not sets:
-        raise ValueError(f"field={field!r} needs the parameter sets of the blocks")
-    if field == "evolving" and transport_cost is not None:
-        raise ValueError("transport_cost is not supported with field='evolving' (its state carries logit maps)")
-    settings = dict(steps=steps, step_size=step_size, **solve_kwargs)
-    if field == "discrete":
-        ode = dict(settings, t1=t1, transport_cost=transport_cost, method=method)
-        given = [k for k, v in ode.items() if v is not None]
-        if given:
-            raise ValueError(f"field='discrete' is no ODE and takes no {given}")
-        return DiscreteStack([sets[i * len(sets) // depth] for i in range(depth)])
-    if field == "node":
-        blocks = [sets[i * len(sets) // depth] for i in range(depth)]
-        t1 = 1.0 if t1 is None else t1
-        return NODETransformer(blocks, t1, transport_cost=transport_cost, method=method or "euler", **settings)
-    if isinstance(field, str):
-        field = _stack_field(sets, depth, field, inner_residuals, final_norm)
-        t1 = (1.0 if isinstance(field, ComposedField) else depth) if t1 is None else t1
-    if transport_cost is not None:
-        field = KineticEnergy(field, transport_cost)
-    return _encoder(field, depth if t1 is None else t1, method, **settings)
-
-
-def _stack_field(
-    sets: Sequence[Sequence[nn.Module]],
-    depth: int,
-    field: str,
-    inner_residuals: bool,
-    final_norm: nn.Module | None = None,
-) -> nn.Module:
-    """The field of ``depth`` blocks made of ``sets``: a ``WeightSharedField`` over ``[0, depth]`` whose layers
-    are split or parallel, or a ``ComposedField``."""
-    if field == "composed":
-        blocks = [sets[i * len(sets) // depth] for i in range(depth)]
-        return ComposedField(blocks, final_norm, inner_residuals=inner_residuals)
-    if any(isinstance(sublayer, Sublayer) for branches in sets for sublayer in branches):
-        raise ValueError(
-            f"these blocks have Sublayers (post-norm, or a skip through a projection), which are no increments of "
-            f"a field: field={field!r} cannot read them; use 'discrete', 'composed' or 'node'"
-        )
-    if field == "evolving":
-        if not all(any(isinstance(b, EvolvingAttentionBranch) for b in branches) for branches in sets):
-            raise ValueError(
-                "field='evolving' needs an EvolvingAttentionBranch in every block; these blocks have vanilla "
-                "attention (e.g. timm's, or the Set Transformer's ISAB): use 'split', 'parallel', 'composed' or 'node'"
+    if evolving is None:
+        blocks = [
+            SplitField(
+                AttentionBranch(dim, num_heads, causal=True),
+                AttentionBranch(dim, num_heads, context_dim=dim),
+                MLPBranch(dim, mlp_hidden),
             )
-        return EvolvingAttentionStack([EvolvingAttentionField(*branches) for branches in sets], depth)
-    if field not in _SUMS:
-        raise ValueError(f"unknown field {field!r}; valid: 'split', 'parallel', 'composed', 'evolving'")
-    return WeightSharedField([_SUMS[field](*branches) for branches in sets], depth)
-
-
-def _encoder(field: nn.Module, t1: float, method: str | None, **solve_kwargs: Any) -> ContinuousDepth:
-    """``ContinuousDepth`` over ``[0, t1]``; by default the discrete stack the field was read from.
-
-    ``method=None`` picks ``"lie_trotter"`` for a field with ``parts`` and ``"euler"`` otherwise, which
-    with the default unit steps compute the residual blocks themselves.
-    """
-    if method is None:
-        method = "lie_trotter" if getattr(field, "parts", None) else "euler"
-    return ContinuousDepth(field, t1=t1, method=method, **solve_kwargs)
+            for _ in range(num_sets or depth)
+        ]
+        return WeightSharedField(blocks, depth)
+    layers = [
+        EvolvingAttentionField(
+            EvolvingAttentionBranch(dim, num_heads, causal=True, **evolving),
+            EvolvingAttentionBranch(dim, num_heads, causal=True, cross_attention=True, **evolving),
+            MLPBranch(dim, mlp_hidden),
+        )
+        for _ in range(num_sets or depth)
+    ]
+    return EvolvingAttentionStack(layers, depth)

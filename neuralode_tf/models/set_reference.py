@@ -3,7 +3,7 @@
 Kan et al. (2025, Appendix B) reuse the ModelNet40 model of Sinkformers (``ModelNetSink``), which is
 the Set Transformer of Lee et al. (2019; ``juho-lee/set_transformer``, ``modules.py``): two ISABs, then
 dropout, PMA, dropout and a linear head. Its MAB differs from the textbook block of
-:mod:`~neuralode_tf.models.set_transformer`: it is post-norm, its skip is the query projection
+:mod:`~neuralode_tf.models.set_blocks`: it is post-norm, its skip is the query projection
 ``fc_q(X)``, the scores are scaled by ``1/sqrt(d)`` and the heads have no output projection, and its
 rFF is one ReLU layer. These are the blocks whose parameters Kan et al. count (Table 1: 0.86M for the
 baseline's four MABs, 0.65M for the continuous models'). Sinkformers' attention is Sinkhorn's; with
@@ -21,8 +21,8 @@ from torch import Tensor, nn
 
 from .._checks import check_padding_mask
 from ..fields import Sublayer
-from .blocks import stack_encoder
 from .set_transformer import _dense
+from .stack import stack_encoder
 
 __all__ = ["ReferenceMAB", "reference_isab", "ReferenceSetTransformer"]
 

@@ -10,7 +10,8 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import check_padding_mask
-from .blocks import _evolving_settings, _transformer_sets, stack_encoder
+from .blocks import _evolving_settings, _transformer_sets
+from .stack import stack_encoder
 
 __all__ = ["PAD", "sinusoidal_positions", "TokenEmbedding", "TextClassifier"]
 

@@ -7,7 +7,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from ..nn import timm_block_branches
-from .blocks import FIELDS, stack_encoder
+from .stack import FIELDS, stack_encoder
 
 __all__ = ["ContinuousVisionTransformer", "continuous_from_timm"]
 

@@ -23,7 +23,8 @@ from torch import Tensor, nn
 
 from ..continuous import ContinuousDepth
 from ..fields import TransEvolveDecoderField, TransEvolveField
-from .seq2seq import EncoderDecoder
+from ..fields.transevolve import FeedForwardKind, TransEvolveMode
+from .decoding import EncoderDecoder
 from .text import TokenEmbedding, _masked_pool, _padding
 
 __all__ = [
@@ -72,7 +73,7 @@ class TransEvolveEncoder(_BlockStack):
         num_blocks: ``B``, blocks whose attention products are computed afresh.
         layers_per_block: ``L``, depth of each block.
         feed_forward: ``"random"`` (TransEvolve-randomFF) or ``"full"`` (TransEvolve-fullFF).
-        mode: Evaluation mode of the attention (:data:`~neuralode_tf.fields.transevolve.MODES`).
+        mode: Evaluation mode of the attention (:data:`~neuralode_tf.fields.transevolve.TransEvolveMode`).
         hidden_dim: Hidden width of the feed-forward layers (default ``4 d``).
         causal: Causal self-attention.
         time_scale: ``s`` of :func:`~neuralode_tf.fields.transevolve.depth_signal`.
@@ -86,8 +87,8 @@ class TransEvolveEncoder(_BlockStack):
         num_heads: int,
         num_blocks: int = 2,
         layers_per_block: int = 3,
-        feed_forward: str = "random",
-        mode: str = "auto",
+        feed_forward: FeedForwardKind = "random",
+        mode: TransEvolveMode = "auto",
         *,
         hidden_dim: int | None = None,
         causal: bool = False,
@@ -123,8 +124,8 @@ class TransEvolveDecoder(_BlockStack):
         num_heads: int,
         num_blocks: int = 2,
         layers_per_block: int = 3,
-        feed_forward: str = "random",
-        mode: str = "auto",
+        feed_forward: FeedForwardKind = "random",
+        mode: TransEvolveMode = "auto",
         *,
         hidden_dim: int | None = None,
         time_scale: float = 64.0,
@@ -151,7 +152,7 @@ class TransEvolveClassifier(nn.Module):
     .. math:: \\mathrm{logits} = W\\, \\mathrm{LN}\\big(\\mathrm{mean}_p\\, \\mathrm{Enc}(x)_p\\big) + b,
         \\qquad x_p = \\sqrt{d}\\, E[\\mathrm{token}_p] + PE_p
 
-    with :class:`TransEvolveEncoder` and :class:`~neuralode_tf.models.TokenEmbedding`. The mean runs
+    with :class:`TransEvolveEncoder` and :class:`~neuralode_tf.models.text.TokenEmbedding`. The mean runs
     over the real tokens, so padding never changes the logits; ``include_padding_in_pool=True``
     averages over every position as the official code does (``reduce_mean`` over the sequence).
     The head gives ``num_classes`` logits (the code uses one sigmoid output when ``num_classes <= 2``).
@@ -173,7 +174,7 @@ class TransEvolveClassifier(nn.Module):
         num_heads: int = 4,
         num_blocks: int = 2,
         layers_per_block: int = 3,
-        feed_forward: str = "random",
+        feed_forward: FeedForwardKind = "random",
         *,
         include_padding_in_pool: bool = False,
         **encoder: Any,
@@ -205,7 +206,7 @@ class TransEvolveSeq2Seq(EncoderDecoder):
     block's LayerNorm, so there is no further final norm) and **one** embedding table ``E`` for
     source, target and the output softmax (shared vocabulary, tied three ways as in the code; no
     output bias). Teacher forcing, :meth:`score`, :meth:`greedy_decode` and :meth:`beam_search`
-    come from :class:`~neuralode_tf.models.seq2seq.EncoderDecoder`; the decoder is recomputed for
+    come from :class:`~neuralode_tf.models.EncoderDecoder`; the decoder is recomputed for
     the whole prefix at every step (as the code does: no key/value cache). Id
     :data:`~neuralode_tf.models.PAD` (0) is padding; ``bos`` and ``eos`` are chosen by the caller.
 
@@ -226,7 +227,7 @@ class TransEvolveSeq2Seq(EncoderDecoder):
         num_heads: int = 4,
         num_blocks: int = 2,
         layers_per_block: int = 3,
-        feed_forward: str = "random",
+        feed_forward: FeedForwardKind = "random",
         **stack: Any,
     ):
         super().__init__()

@@ -1,4 +1,5 @@
-"""A Vision Transformer whose encoder is a continuous-depth ODE, and the papers' ViTs as presets."""
+"""A Vision Transformer whose encoder is a continuous-depth ODE (the papers' ViTs are named in
+:mod:`~neuralode_tf.models.registry`)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .blocks import _evolving_settings, _transformer_sets, stack_encoder
+from .blocks import _evolving_settings, _transformer_sets
+from .stack import stack_encoder
 
-__all__ = ["ViT", "VIT_PRESETS", "vit_preset"]
+__all__ = ["ViT"]
 
 
 class ViT(nn.Module):
@@ -157,77 +159,3 @@ class ViT(nn.Module):
 
     def forward(self, images: Tensor) -> Tensor:
         return self.forward_head(self.forward_features(images))
-
-
-_SINKFORMERS_MNIST = dict(
-    img_size=28,
-    patch_size=7,
-    in_chans=1,
-    num_classes=10,
-    depth=1,
-    heads=1,
-    attention_only=True,
-    attention=dict(qkv_bias=False, out_proj=False),
-)
-_DEIT_TINY = dict(dim=192, depth=12, heads=3)
-_CATS_DOGS = dict(
-    img_size=224,
-    patch_size=16,
-    in_chans=3,
-    num_classes=2,
-    dim=128,
-    heads=8,
-    mlp_ratio=1.0,
-    attention=dict(qkv_bias=False, head_dim=64),
-)
-
-VIT_PRESETS: dict[str, dict[str, Any]] = {
-    "ot_mnist_baseline": dict(_SINKFORMERS_MNIST, dim=128),
-    "ot_mnist_ode": dict(_SINKFORMERS_MNIST, dim=64, field="composed", steps=20, transport_cost=0.01),
-    "ot_catsdogs_baseline": dict(_CATS_DOGS, depth=6),
-    "ot_catsdogs_ode": dict(_CATS_DOGS, depth=5, field="composed", steps=20, transport_cost=0.01),
-    "deit_tiny": dict(_DEIT_TINY, img_size=224, patch_size=16, in_chans=3, num_classes=1000),
-    "deit_tiny_cifar100": dict(_DEIT_TINY, img_size=32, patch_size=4, in_chans=3, num_classes=100),
-    "deit_tiny_digits": dict(
-        img_size=8, patch_size=2, in_chans=1, num_classes=10, dim=48, depth=4, heads=4, field="parallel"
-    ),
-}
-"""Configurations of :class:`ViT` by name, for :func:`vit_preset`.
-
-``ot_mnist_baseline``
-    The MNIST ViT of Sander et al. (2022; Sinkformers' ``ViT_only_Att``), baseline of Kan et al.
-    (2025, Table 2): 28x28x1 images, patch 7, one attention-only block with one head,
-    ``d = k = 128``, ``qkv`` without biases and no output projection (lucidrains' rule for one head
-    of width ``d``), one discrete block: 59,658 parameters. Kan et al.'s 93k is 92,938: Sinkformers'
-    model also builds a ``FeedForward(128, 128)`` (33,280 parameters) that its forward never calls.
-``ot_mnist_ode``
-    Kan et al.'s OT-Transformer (Appendix B): the same with ``d = k = 64``, the block as one composed
-    field on ``[0, 1]`` with 20 Euler steps and ``λ = 0.01``: 17,546 parameters, their 18k.
-``ot_catsdogs_baseline``, ``ot_catsdogs_ode``
-    Kan et al.'s Cats & Dogs ViTs (Appendix B, after Sinkformers' ``trainer_cats_and_dogs.py``):
-    224x224x3, patch 16, ``d = 128``, 8 heads of ``k = 64`` (``qkv`` without biases), MLP width 128;
-    the baseline has 6 discrete blocks, the OT-Transformer 5 blocks composed into one field with
-    20 Euler steps on ``[0, 1]`` and ``λ = 0.01``. Their blocks have 1,774,848 and 1,479,040
-    parameters: Table 3's 1.77M and 1.48M.
-``deit_tiny``
-    DeiT-Ti (Touvron et al. 2021): 224x224x3, patch 16, ``d = 192``, depth 12, 3 heads, MLP ratio 4,
-    split field, so the discrete DeiT-Ti stack (without distillation token).
-``deit_tiny_cifar100``
-    DeiT-Ti on CIFAR-100 at its own resolution: 32x32x3, patch 4, 100 classes. The rows of Zhong
-    et al. (2022, Table 1) are overrides: ``field="parallel"`` (their model), ``num_sets=6, 4, 3, 2, 1``,
-    ``method="rk4"``. Their parameter counts (5.5M ... 0.7M) are those of
-    ``vit_preset("deit_tiny", num_classes=100, ...)``, i.e. CIFAR-100 resized to 224x224.
-``deit_tiny_digits``
-    Zhong et al.'s parallel model scaled down to scikit-learn's 8x8x1 digits: patch 2 (16 patches),
-    ``d = 48``, depth 4, 4 heads, ``field="parallel"``.
-"""
-
-
-def vit_preset(name: str, **overrides: Any) -> ViT:
-    """The :class:`ViT` of the preset ``name`` in :data:`VIT_PRESETS`, with keyword ``overrides``.
-
-    Example: ``vit_preset("deit_tiny_cifar100", field="parallel", num_sets=6, method="rk4")``.
-    """
-    if name not in VIT_PRESETS:
-        raise ValueError(f"unknown ViT preset {name!r}; valid: {', '.join(map(repr, VIT_PRESETS))}")
-    return ViT(**{**VIT_PRESETS[name], **overrides})

@@ -1,7 +1,27 @@
-"""Numerics: one :func:`solve` over the built-in fixed-grid and splitting integrators, torchdiffeq
-and torchode, with backprop, checkpointing or adjoint gradients."""
+"""Numerics: one :func:`solve` over a registry of backends (the built-in fixed-grid and splitting integrators,
+torchdiffeq and torchode), with backprop, checkpointing or adjoint gradients.
 
-from ._api import BACKENDS, COMPILE_OPTIONS, FIXED_GRID_METHODS, GRADIENTS, methods, resolve_backend, solve
+A backend is a :class:`Backend` given to :func:`register_backend`; ``numerics/backends/`` holds the built-in
+ones, registered on import in the order ``backend="auto"`` tries them.
+"""
+
+from . import backends
+from ._compiled import COMPILE_OPTIONS
+from ._registry import (
+    BACKENDS,
+    FIXED_GRID_METHODS,
+    GRADIENT_MODES,
+    GRADIENTS,
+    Backend,
+    Settings,
+    get_backend,
+    methods,
+    register_backend,
+    unregister_backend,
+)
+from ._resolve import resolve_backend
+from ._solve import solve
+from .backends.builtin import register_splitting_scheme, register_tableau
 from .causality import CausalityWarning, is_causal
 from .errors import (
     FieldOutputError,
@@ -14,6 +34,7 @@ from .errors import (
     SolverConfigError,
     StepSizeUnderflowError,
 )
+from .fixed_grid import SPLITTING_SCHEMES, SplittingScheme
 from .solution import Solution, Stats
 from .tableaus import TABLEAUS, ButcherTableau
 
@@ -23,12 +44,23 @@ __all__ = [
     "methods",
     "BACKENDS",
     "GRADIENTS",
+    "GRADIENT_MODES",
     "FIXED_GRID_METHODS",
     "COMPILE_OPTIONS",
+    "Backend",
+    "Settings",
+    "register_backend",
+    "unregister_backend",
+    "get_backend",
+    "backends",
     "Solution",
     "Stats",
     "ButcherTableau",
     "TABLEAUS",
+    "register_tableau",
+    "SplittingScheme",
+    "SPLITTING_SCHEMES",
+    "register_splitting_scheme",
     "SolveError",
     "InvalidTimesError",
     "InvalidStateError",

@@ -37,7 +37,8 @@ from torch import Tensor
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils.checkpoint import checkpoint as _torch_checkpoint
 
-from ._state import State, leaves
+from .._typing import Field, State
+from ._state import leaves
 from .solution import Stats
 
 __all__ = [
@@ -52,7 +53,6 @@ __all__ = [
     "count_stored_states",
 ]
 
-Field = Callable[[Tensor, State], State]
 Step = Callable[[float, float, State], State]
 Plan = list[tuple[Step, float, float, bool]]
 """The steps of a march: (step function, t, h, whether the step ends a requested interval)."""

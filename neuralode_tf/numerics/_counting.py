@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from torch import Tensor, nn
 
-from ._state import State, check_like, leaves
+from .._typing import Field, State
+from ._state import check_like, leaves
 from .errors import MaxStepsExceededError
 from .solution import Stats
 
@@ -23,7 +22,7 @@ class CountingField(nn.Module):
     * On an XLA device every evaluation starts with ``torch_xla.sync()`` (:func:`_xla_sync`).
     """
 
-    def __init__(self, field: Callable[[Tensor, State], State], stats: Stats, max_steps: int | None = None):
+    def __init__(self, field: Field, stats: Stats, max_steps: int | None = None):
         super().__init__()
         self.field = field
         self.stats = stats

@@ -16,8 +16,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from . import torchdiffeq as _tdq
 from ._checkpointing import MAX_REPETITIONS, repetitions
+from ._registry import Backend, offering
 from ._state import State, leaves
 from .errors import InvalidFieldError, InvalidStateError, InvalidTimesError, SolverConfigError
 
@@ -143,25 +143,24 @@ def check_checkpoint_depth(checkpoints: int | None, n_steps: int) -> None:
     )
 
 
-def check_state_for_backend(y0: State, backend: str, per_sample: bool | None) -> bool:
-    """What the external backends need of ``y0``; returns torchode's ``per_sample`` (False elsewhere).
+def check_state_for_backend(y0: State, backend: Backend, per_sample: bool | None) -> bool:
+    """What ``backend`` needs of ``y0``; returns its ``per_sample`` (False where it has none).
 
-    torchdiffeq and torchode concatenate the tensors of a tuple state, so they need one dtype, and
-    at least one element. torchode's per-sample stepping needs a batch dimension, the first of every
+    A backend that concatenates the tensors of a tuple state (torchdiffeq, torchode) needs one dtype, and
+    at least one element. Per-sample stepping (torchode's) needs a batch dimension, the first of every
     tensor of ``y0`` and of one size: by default it is on where there is one and off where not (a
     0-dim state, a tuple with different leading sizes).
     """
-    if backend == "builtin":
-        return False
     tensors = leaves(y0)
-    if len({x.dtype for x in tensors}) > 1:
+    if backend.concatenates and len({x.dtype for x in tensors}) > 1:
         raise InvalidStateError(
-            f"the tensors of y0 must share one dtype on the {backend} backend, got {_dtypes(y0)} "
+            f"the tensors of y0 must share one dtype on the {backend.name} backend, got {_dtypes(y0)} "
             "(the built-in backend keeps a dtype per tensor)"
         )
-    if sum(x.numel() for x in tensors) == 0:
-        raise InvalidStateError(f"y0 has no elements (shapes {[tuple(x.shape) for x in tensors]}); {backend} needs one")
-    if backend != "torchode":
+    if backend.concatenates and sum(x.numel() for x in tensors) == 0:
+        shapes = [tuple(x.shape) for x in tensors]
+        raise InvalidStateError(f"y0 has no elements (shapes {shapes}); {backend.name} needs one")
+    if not backend.per_sample:
         return False
     batched = all(x.ndim >= 1 for x in tensors) and len({x.shape[0] for x in tensors}) == 1
     if per_sample and not batched:
@@ -191,9 +190,11 @@ def step_size(method: str, fixed: bool, times: list[float], step_size: object, s
     return float(step_size)
 
 
-def tolerances(method: str, backend: str, fixed: bool, rtol: object, atol: object, y0: State) -> tuple[float, float]:
+def tolerances(
+    method: str, backend: Backend, fixed: bool, rtol: object, atol: object, y0: State
+) -> tuple[float, float]:
     """``(rtol, atol)`` with their defaults, for a method that uses them; refused for one that would ignore them."""
-    if fixed and not (backend == "torchdiffeq" and method in _tdq.TOLERANCED_FIXED_GRID):
+    if fixed and method not in backend.toleranced:
         given = [name for name, value in (("rtol", rtol), ("atol", atol)) if value is not None]
         if given:
             raise SolverConfigError(
@@ -222,14 +223,15 @@ def tolerances(method: str, backend: str, fixed: bool, rtol: object, atol: objec
     return float(rtol), float(atol)
 
 
-def first_step(method: str, backend: str, fixed: bool, dt0: object, options: object) -> dict[str, Any]:
+def first_step(method: str, backend: Backend, dt0: object, options: object) -> dict[str, Any]:
     """Check ``dt0`` and ``options`` (torchdiffeq's, whose ``first_step`` is another ``dt0``); returns ``options``."""
+    library = offering("options")
     if options is not None and not isinstance(options, dict):
-        raise SolverConfigError(f"options must be a dict of torchdiffeq options, got {type(options).__name__}")
+        raise SolverConfigError(f"options must be a dict of {library} options, got {type(options).__name__}")
     options = options or {}
-    if options and backend != "torchdiffeq":
+    if options and not backend.options:
         raise SolverConfigError(
-            f"options are passed to torchdiffeq, but this solve runs on {backend!r}; got options {sorted(options)}"
+            f"options are passed to {library}, but this solve runs on {backend.name!r}; got options {sorted(options)}"
         )
     reserved = sorted({"step_size", "grid_constructor"} & set(options))
     if reserved:
@@ -237,8 +239,7 @@ def first_step(method: str, backend: str, fixed: bool, dt0: object, options: obj
     for name, value in (("dt0", dt0), ("options['first_step']", options.get("first_step"))):
         if value is None:
             continue
-        takes = not fixed and (backend != "torchdiffeq" or method in _tdq.ADAPTIVE_RK)
-        if not takes:
+        if method not in backend.takes_dt0:
             raise SolverConfigError(f"{name} is the first step of an adaptive Runge-Kutta method, not of {method!r}")
         if not (_is_real(value) and math.isfinite(value) and value > 0):
             raise SolverConfigError(f"{name} must be a positive finite number, got {value!r}")
@@ -247,9 +248,9 @@ def first_step(method: str, backend: str, fixed: bool, dt0: object, options: obj
     return options
 
 
-def check_gradients(method: str, backend: str, adjoint: str, field: object, y0: State) -> None:
+def check_gradients(method: str, backend: Backend, adjoint: str, field: object, y0: State) -> None:
     """Refuse ``adjoint="backprop"`` through a method that runs outside autograd when a gradient is wanted."""
-    if backend != "torchdiffeq" or method not in _tdq.OUTSIDE_AUTOGRAD or adjoint != "backprop":
+    if method not in backend.outside_autograd or adjoint != "backprop":
         return
     params = field.parameters() if isinstance(field, nn.Module) else ()
     if torch.is_grad_enabled() and any(x.requires_grad for x in itertools.chain(leaves(y0), params)):

@@ -35,19 +35,55 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from .._typing import Field, State
 from ._checkpointing import Plan, Step, checkpointed, run
-from ._state import State, axpy, check_like
+from ._state import axpy, check_like
 from .tableaus import ButcherTableau
 
-__all__ = ["SPLITTING_SCHEMES", "rk_step", "splitting_step", "integrate"]
+__all__ = ["SplittingScheme", "SPLITTING_SCHEMES", "rk_step", "splitting_step", "integrate"]
 
-Field = Callable[[Tensor, State], State]
+SubStep = tuple[int, float, float]
+"""``(part, start, length)`` of one sub-step: part ``part`` advanced over ``[t + start h, t + (start + length) h]``."""
 
-SPLITTING_SCHEMES = ("lie_trotter", "strang")
+
+@dataclass(frozen=True)
+class SplittingScheme:
+    """A splitting method: the sub-steps one step takes, for a field of ``n`` parts.
+
+    Attributes:
+        name: The method's name in :func:`~neuralode_tf.solve`.
+        sub_steps: ``n -> [(part, start, length), ...]``, in the order they are applied, as fractions of the step.
+            The lengths of each part's sub-steps must sum to 1 (each part is advanced over the whole step).
+        order: The scheme's order with exact sub-flows; with a sub-step of order ``p`` the method has order
+            ``min(order, p)``, which the convergence tests check.
+    """
+
+    name: str
+    sub_steps: Callable[[int], list[SubStep]]
+    order: int
+
+
+def _lie_trotter(n_parts: int) -> list[SubStep]:
+    return [(i, 0.0, 1.0) for i in range(n_parts)]
+
+
+def _strang(n_parts: int) -> list[SubStep]:
+    first = [(i, 0.0, 0.5) for i in range(n_parts - 1)]
+    last = [(i, 0.5, 0.5) for i in reversed(range(n_parts - 1))]
+    return first + [(n_parts - 1, 0.0, 1.0)] + last
+
+
+SPLITTING_SCHEMES: dict[str, SplittingScheme] = {
+    "lie_trotter": SplittingScheme("lie_trotter", _lie_trotter, order=1),
+    "strang": SplittingScheme("strang", _strang, order=2),
+}
+"""The splitting methods of the built-in backend, by name
+(:func:`~neuralode_tf.numerics.backends.builtin.register_splitting_scheme` adds one)."""
 
 
 def _time(value: float) -> Tensor | float:
@@ -66,18 +102,9 @@ def rk_step(field: Field, t: float, h: float, y: State, tableau: ButcherTableau)
     return axpy(y, [(h * b, k) for b, k in zip(tableau.b, ks)])
 
 
-def _sub_steps(scheme: str, n_parts: int) -> list[tuple[int, float, float]]:
-    """``(part, start, length)`` of each sub-step, as fractions of the step."""
-    if scheme == "lie_trotter":
-        return [(i, 0.0, 1.0) for i in range(n_parts)]
-    first = [(i, 0.0, 0.5) for i in range(n_parts - 1)]
-    last = [(i, 0.5, 0.5) for i in reversed(range(n_parts - 1))]
-    return first + [(n_parts - 1, 0.0, 1.0)] + last
-
-
 def splitting_step(parts: Sequence[Field], t: float, h: float, y: State, scheme: str, substep: ButcherTableau) -> State:
-    """One Lie-Trotter or Strang step of size ``h`` over the parts of a split field."""
-    for i, start, length in _sub_steps(scheme, len(parts)):
+    """One step of size ``h`` of the splitting method ``scheme`` over the parts of a split field."""
+    for i, start, length in SPLITTING_SCHEMES[scheme].sub_steps(len(parts)):
         y = rk_step(parts[i], t + start * h, length * h, y, substep)
     return y
 
@@ -86,7 +113,7 @@ def nfe_per_step(scheme: str | None, tableau: ButcherTableau, n_parts: int) -> i
     """Field (or part) evaluations per step."""
     if scheme is None:
         return tableau.stages
-    return len(_sub_steps(scheme, n_parts)) * tableau.stages
+    return len(SPLITTING_SCHEMES[scheme].sub_steps(n_parts)) * tableau.stages
 
 
 def _checked(field: Field, what: str) -> Field:

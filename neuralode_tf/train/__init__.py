@@ -1,5 +1,12 @@
 """Training: presets, the loop (checked settings, safe checkpoints, exact resume, signals, DDP), and the
-``neuralode-tf`` command."""
+``neuralode-tf`` command.
+
+A preset's run from Python is its run from the command line (``neuralode-tf train vit_digits --set epochs=5``)::
+
+    from neuralode_tf.train import TrainConfig, train
+    result = train(TrainConfig("vit_digits", epochs=5))  # the fields not given are the preset's
+    print(result["test_accuracy"])
+"""
 
 from ._checkpoint import CheckpointError, RunFolderError, load_checkpoint
 from ._signals import TrainingInterrupted

@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from torch import nn
 
 from ..data import STAND_INS, Splits, load
-from .config import TrainConfig
+from .config import TrainConfig, base_settings
 
 __all__ = ["Preset", "make_preset"]
 
 
 @dataclass(frozen=True)
 class Preset:
-    """A dataset (name and options), a model builder, and the default :class:`TrainConfig`."""
+    """A dataset (name and options), a model builder, and the training settings.
+
+    ``config`` is the preset's run: ``TrainConfig(name)`` equals it, and ``TrainConfig(name, **settings)`` is it
+    with those settings replaced. ``model(data, **overrides)`` builds the model for the dataset's splits, with the
+    ``model.*`` settings as ``overrides`` (the preset's own model settings are the builder's defaults, so
+    ``config.model`` is empty).
+    """
 
     description: str
     dataset: str
@@ -40,8 +46,7 @@ class Preset:
 
 
 def make_preset(description: str, dataset: str, model: Callable[..., nn.Module], name: str, **settings: Any) -> Preset:
-    """A :class:`Preset`; ``settings`` are :class:`TrainConfig` fields, and ``data`` the dataset's options."""
+    """A :class:`Preset`; ``settings`` are :class:`TrainConfig` fields (the others take their base values, see
+    :func:`~neuralode_tf.train.config.base_settings`), and ``data`` the dataset's options."""
     options = settings.pop("data", {})
-    return Preset(
-        description, dataset, options, model, replace(TrainConfig(preset=name, out_dir=f"runs/{name}"), **settings)
-    )
+    return Preset(description, dataset, options, model, TrainConfig(**{**base_settings(name), **settings}))

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import inspect
 import traceback
 import warnings
-from collections.abc import Callable
-from dataclasses import replace
-from typing import Any
 
 import torch
 
-from ..data import DATASETS
-from ..numerics import solve
+from ._describe import data_keys, model_keys
 from .config import ConfigError, TrainConfig
 from .presets import PRESETS, Preset
 from .tasks import Task, build_task
@@ -44,17 +39,11 @@ def checked_task(config: TrainConfig, device: torch.device) -> Task:
         key = next((k for k in (config.data if in_data else config.model) if f"'{k}'" in str(error)), None)
         if key is None:
             raise
+        preset = PRESETS[config.preset]
         if in_data:
-            name = config.data.get("name", PRESETS[config.preset].dataset)
-            accepted = f"the dataset {name!r} takes {', '.join(['name', *_keywords(DATASETS[name])])}"
-            raise _unknown(config, f"data.{key}", error, accepted) from error
-        model = build_task(replace(config, model={})).model
-        own = sorted({name for cls in type(model).__mro__[:-1] for name in _keywords(cls.__init__)})
-        solver = [p.name for p in inspect.signature(solve).parameters.values() if p.kind is p.KEYWORD_ONLY]
-        accepted = (
-            f"{type(model).__name__} takes {', '.join(own)}, and passes other keywords on to its encoder and "
-            f"the ODE solve ({', '.join(solver)})"
-        )
+            name, values = data_keys(preset, {"name": config.data["name"]} if "name" in config.data else {})
+            raise _unknown(config, f"data.{key}", error, f"the dataset {name!r} takes {', '.join(values)}") from error
+        accepted = model_keys(preset, preset.load_data(config.data), {}).accepted()
         raise _unknown(config, f"model.{key}", error, accepted) from error
     return task
 
@@ -85,11 +74,8 @@ def run_length(config: TrainConfig, examples: int, world: int) -> tuple[int, int
     return steps_per_epoch, total
 
 
-def _keywords(function: Callable[..., Any]) -> list[str]:
-    """The parameters of ``function`` that a keyword can set (but ``self``)."""
-    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    return [p.name for p in inspect.signature(function).parameters.values() if p.kind in kinds and p.name != "self"]
-
-
 def _unknown(config: TrainConfig, key: str, error: TypeError, accepted: str) -> ConfigError:
-    return ConfigError(f"unknown setting {key!r} for preset {config.preset!r} ({error}): {accepted}")
+    return ConfigError(
+        f"unknown setting {key!r} for preset {config.preset!r} ({error}): {accepted} "
+        f"(neuralode-tf train {config.preset} --describe lists them with their values)"
+    )

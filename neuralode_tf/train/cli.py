@@ -1,14 +1,21 @@
 """``neuralode-tf train``: run a preset or a config file, with overrides, on one or many processes.
 ``neuralode-tf compare``: train a preset's model variants over several seeds and print a table.
+``neuralode-tf demo``: integrate a random transformer field with several solvers and print their errors.
 
 Examples::
 
     neuralode-tf train vit_digits
     neuralode-tf train vit_digits --set epochs=5 lr=3e-4 model.method=rk4 model.steps=2
+    neuralode-tf train vit_digits --describe
     neuralode-tf train --config run.toml --resume
     torchrun --nproc_per_node 2 -m neuralode_tf train vit_digits --set device=cpu
     neuralode-tf train --list
     neuralode-tf compare ot_mnist_vit --seeds 0 1 2 --sweep
+    neuralode-tf demo --sets 4
+
+A run is ``TrainConfig(preset, **settings)`` with the settings of the config file and of --set: from Python,
+``train(TrainConfig("vit_digits", epochs=5))`` is ``neuralode-tf train vit_digits --set epochs=5``. --describe
+prints the run's settings and the ``model.*`` and ``data.*`` keys its preset accepts, with their values.
 
 Every setting is checked before anything is written (an unknown key or a wrong type is an error naming it, and
 an earlier run in the output folder is left as it was). SIGTERM or Ctrl-C stops a run after the current step
@@ -22,10 +29,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import fields
 from pathlib import Path
 
+from . import demo
 from ._checkpoint import CheckpointError, RunFolderError
+from ._describe import describe
 from ._signals import TrainingInterrupted
 from .compare import compare_variants, markdown_table, step_sweep
 from .config import ConfigError, TrainConfig, apply_overrides, load_config
@@ -50,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--resume", action="store_true", help="continue from out_dir/checkpoint.pt")
     run.add_argument("--out-dir", help="output folder (default runs/<preset>)")
     run.add_argument("--list", action="store_true", help="list the presets and exit")
+    run.add_argument(
+        "--describe", action="store_true", help="print the run's settings and its model.* and data.* keys, and exit"
+    )
     versus = commands.add_parser("compare", help="train a preset's model variants over seeds (VARIANTS)")
     versus.add_argument("preset", choices=sorted(VARIANTS), help="a preset with variants")
     versus.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
@@ -60,8 +71,18 @@ def main(argv: list[str] | None = None) -> int:
     versus.add_argument(
         "--workers", type=int, default=1, help="runs in parallel, one process and one thread each (default 1)"
     )
+    demo.add_arguments(
+        commands.add_parser(
+            "demo",
+            help="integrate a transformer field with several solvers",
+            description=demo.__doc__,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+    )
     args = parser.parse_args(argv)
     try:
+        if args.command == "demo":
+            return demo.run(args)
         return _compare(args) if args.command == "compare" else _train(args, parser)
     except ConfigError as error:
         parser.error(str(error))
@@ -74,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """Train the preset or config file with the overrides, print the result as JSON."""
+    """Train the preset or config file with the overrides and print the result as JSON (or, with --describe,
+    print the run's settings and keys)."""
     if args.list:
         for name, preset in PRESETS.items():
             print(f"{name:<22} {preset.description}")
@@ -83,13 +105,16 @@ def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     name = args.preset or values.get("preset")
     if name not in PRESETS:
         parser.error(f"unknown preset {name!r}; valid: {', '.join(PRESETS)}")
-    defaults = {f.name: getattr(PRESETS[name].config, f.name) for f in fields(TrainConfig)}
-    values = apply_overrides({**defaults, **values, "preset": name}, args.set)
+    values = apply_overrides({**values, "preset": name}, args.set)
     if args.resume:
         values["resume"] = True
-    values["out_dir"] = args.out_dir or values.get("out_dir") or f"runs/{name}"
-    result = train(TrainConfig(**values))
-    print(json.dumps(result))
+    if args.out_dir:
+        values["out_dir"] = args.out_dir
+    config = TrainConfig(**values)
+    if args.describe:
+        print(describe(config, PRESETS[name]))
+        return 0
+    print(json.dumps(train(config)))
     return 0
 
 
@@ -97,7 +122,7 @@ def _compare(args: argparse.Namespace) -> int:
     """Train the variants, write ``rows.json`` and ``table.md`` to the output folder, print the table."""
     variants = VARIANTS[args.preset]
     chosen = {name: variants[name] for name in (args.variants or variants)}
-    values = apply_overrides({"model": {}, "data": {}}, args.set)
+    values = apply_overrides({}, args.set)
     out = Path(args.out_dir or f"runs/compare/{args.preset}")
     rows = compare_variants(args.preset, chosen, tuple(args.seeds), out, args.workers, progress=False, **values)
     if args.sweep:

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from ..continuous import ContinuousDepth
+from ..continuous import set_solve_options
 from ..numerics.errors import NonFiniteStateError
 from ._checkpoint import CHECKPOINT, load_checkpoint
 from .config import TrainConfig
@@ -148,10 +148,8 @@ def step_sweep(run_dir: str | Path, steps: tuple[int, ...] = (1, 2, 4, 8, 16, 20
     task = build_task(config)
     state = load_checkpoint(run_dir / CHECKPOINT, "cpu")
     task.model.load_state_dict(state["model"])
-    encoders = [m for m in task.model.modules() if isinstance(m, ContinuousDepth)]
     accuracies = {}
     for k in steps:
-        for encoder in encoders:
-            encoder.solve_kwargs.update(method="euler", steps=k, step_size=None)
+        set_solve_options(task.model, method="euler", steps=k)
         accuracies[k] = evaluate(task.model, task, torch.device("cpu"), config.eval_batch_size)
     return accuracies

@@ -1,7 +1,8 @@
-"""Training configuration: a preset's defaults, a config file, and command-line overrides."""
+"""Training configuration: a preset's settings, a config file, and command-line overrides."""
 
 from __future__ import annotations
 
+import copy
 import json
 import types
 import typing
@@ -11,62 +12,95 @@ from typing import Any
 
 import tomllib
 
-__all__ = ["TrainConfig", "ConfigError", "apply_overrides", "load_config"]
+__all__ = ["TrainConfig", "ConfigError", "apply_overrides", "load_config", "base_settings"]
 
 
 class ConfigError(ValueError):
     """A setting is unknown or has the wrong type; raised before a run writes anything."""
 
 
+class _FromPreset:
+    """The default of every :class:`TrainConfig` field but ``preset``: the preset's own value."""
+
+    def __repr__(self) -> str:
+        return "<the preset's>"
+
+
+_FROM_PRESET: Any = _FromPreset()
+
+
+def _setting(base: Any) -> Any:
+    """A :class:`TrainConfig` field that defaults to the preset's value; ``base`` is the value of a preset that
+    does not set it (see :func:`base_settings`)."""
+    return field(default=_FROM_PRESET, metadata={"base": base})
+
+
 @dataclass
 class TrainConfig:
-    """Everything a run needs. ``model`` and ``data`` hold keyword arguments for the preset's
-    model constructor and dataset; the other fields drive the loop.
+    """Everything a run needs: a preset's settings, with any of them overridden.
+
+    **A field that is not given takes the preset's value**, so ``TrainConfig("vit_digits")`` is the run of
+    ``neuralode-tf train vit_digits`` and ``TrainConfig("vit_digits", epochs=5)`` that of
+    ``neuralode-tf train vit_digits --set epochs=5``: both build their config with this class. A preset sets some
+    fields (``neuralode-tf train PRESET --describe`` prints them all); the others take the base values given in
+    parentheses below. ``model`` and ``data`` hold keyword arguments for the preset's model builder and dataset
+    and replace the preset's (empty) ones.
 
     Attributes:
         preset: Name of the task preset (see ``neuralode-tf train --list``).
-        epochs: Passes over the training split.
-        batch_size: Global batch size (split across processes under torchrun).
-        lr, weight_decay, warmup_steps: AdamW (Adam when ``weight_decay=0``) with linear warm-up, then cosine decay.
+        epochs: Passes over the training split (10).
+        batch_size: Global batch size, split across processes under torchrun (64).
+        lr, weight_decay, warmup_steps: AdamW (Adam when ``weight_decay=0``) with linear warm-up, then cosine
+            decay (``1e-3``, 0, 0).
         lr_decay_epochs: Instead of the cosine decay, divide the learning rate by 10 once each of these numbers
             of epochs is done: the step schedules of Kan et al. (2025, Appendix B), e.g. ``[35, 40]`` for MNIST
-            ("5e-4 for the first 35 epochs, then 5e-5 until the 41st epoch, ... then 5e-6").
-        grad_clip: Gradient-norm clipping (0 disables it; the OT presets do not clip, as Sinkformers' code).
-        seed: Seeds the model's initialisation and the data order of every epoch.
+            ("5e-4 for the first 35 epochs, then 5e-5 until the 41st epoch, ... then 5e-6") (``[]``).
+        grad_clip: Gradient-norm clipping; 0 disables it, as in the OT presets, since Sinkformers' code does not
+            clip (1).
+        seed: Seeds the model's initialisation and the data order of every epoch (0).
         out_dir: Where ``checkpoint.pt``, ``metrics.csv``, ``metrics.json`` and ``config.json`` go (``config.json``
-            with each checkpoint, so an earlier run's files stay as they were until this run has one).
+            with each checkpoint, so an earlier run's files stay as they were until this run has one)
+            (``runs/<preset>``).
         checkpoint_every: Write a checkpoint every this many steps (0: only at the end, or when SIGTERM or SIGINT
-            stops the run).
-        max_steps: Stop after this many steps in total (for quick runs and tests).
-        resume: Continue from ``out_dir/checkpoint.pt`` if it exists (loaded with ``weights_only=True``).
-        device: ``"auto"``, ``"cpu"`` or ``"cuda"``.
-        progress: Show the tqdm bar and print the result.
+            stops the run) (0).
+        max_steps: Stop after this many steps in total, for quick runs and tests (``None``).
+        resume: Continue from ``out_dir/checkpoint.pt`` if it exists, loaded with ``weights_only=True`` (False).
+        device: ``"auto"``, ``"cpu"`` or ``"cuda"`` (``"auto"``).
+        eval_batch_size: Batch size of the evaluation on the test split (256).
+        progress: Show the tqdm bar and print the result (True).
+        model, data: Overrides of the model builder's and the dataset's keywords (``{}``).
 
     Every field is checked against its type on construction (an int is accepted where a float is expected, a bool
-    is not accepted as a number): a wrong one raises :class:`ConfigError` naming the field. The keys of ``model``
-    and ``data`` are checked by :func:`~neuralode_tf.train.train` before it writes anything.
+    is not accepted as a number), and an unknown preset is refused: both raise :class:`ConfigError` naming the
+    setting. The keys of ``model`` and ``data`` are checked by :func:`~neuralode_tf.train.train` before it writes
+    anything.
     """
 
     preset: str
-    epochs: int = 10
-    batch_size: int = 64
-    lr: float = 1e-3
-    weight_decay: float = 0.0
-    warmup_steps: int = 0
-    lr_decay_epochs: list[int] = field(default_factory=list)
-    grad_clip: float = 1.0
-    seed: int = 0
-    out_dir: str = "runs/default"
-    checkpoint_every: int = 0
-    max_steps: int | None = None
-    resume: bool = False
-    device: str = "auto"
-    eval_batch_size: int = 256
-    progress: bool = True
-    model: dict[str, Any] = field(default_factory=dict)
-    data: dict[str, Any] = field(default_factory=dict)
+    epochs: int = _setting(10)
+    batch_size: int = _setting(64)
+    lr: float = _setting(1e-3)
+    weight_decay: float = _setting(0.0)
+    warmup_steps: int = _setting(0)
+    lr_decay_epochs: list[int] = _setting([])
+    grad_clip: float = _setting(1.0)
+    seed: int = _setting(0)
+    out_dir: str = _setting("runs/<preset>")
+    checkpoint_every: int = _setting(0)
+    max_steps: int | None = _setting(None)
+    resume: bool = _setting(False)
+    device: str = _setting("auto")
+    eval_batch_size: int = _setting(256)
+    progress: bool = _setting(True)
+    model: dict[str, Any] = _setting({})
+    data: dict[str, Any] = _setting({})
 
     def __post_init__(self) -> None:
+        unset = [entry.name for entry in fields(self) if getattr(self, entry.name) is _FROM_PRESET]
+        if unset:
+            preset = _preset_config(self.preset)
+            for name in unset:
+                setattr(self, name, copy.deepcopy(getattr(preset, name)))
         hints = typing.get_type_hints(TrainConfig)
         for entry in fields(self):
             value, kinds = getattr(self, entry.name), _kinds(hints[entry.name])
@@ -75,6 +109,21 @@ class TrainConfig:
                 raise ConfigError(f"setting {entry.name}={value!r} must be {expected}, not {type(value).__name__}")
         if not all(_is(epoch, int) and epoch >= 1 for epoch in self.lr_decay_epochs):
             raise ConfigError(f"setting lr_decay_epochs={self.lr_decay_epochs!r} must list epochs >= 1")
+
+
+def base_settings(preset: str) -> dict[str, Any]:
+    """Every :class:`TrainConfig` field of the preset ``preset`` that sets none: the base values, with
+    ``out_dir="runs/<preset>"`` (for :func:`~neuralode_tf.train._preset.make_preset`)."""
+    base = {entry.name: copy.deepcopy(entry.metadata["base"]) for entry in fields(TrainConfig) if entry.metadata}
+    return {**base, "preset": preset, "out_dir": f"runs/{preset}"}
+
+
+def _preset_config(name: Any) -> TrainConfig:
+    from .presets import PRESETS  # the presets' configs are built with this module
+
+    if name not in PRESETS:
+        raise ConfigError(f"unknown preset {name!r}; valid: {', '.join(PRESETS)}")
+    return PRESETS[name].config
 
 
 def _kinds(hint: Any) -> tuple[type, ...]:
@@ -104,13 +153,14 @@ def load_config(path: str | Path) -> dict[str, Any]:
 
 
 def apply_overrides(values: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Apply ``key=value`` overrides; dotted keys reach into ``model`` and ``data`` (``model.dim=64``).
+    """Apply ``key=value`` overrides; dotted keys reach into ``model`` and ``data`` (``model.dim=64``), which
+    start from ``values``' dicts (empty ones if ``values`` has none).
 
     Values are parsed as JSON where possible (numbers, booleans, null, lists), else kept as strings. An unknown
     top-level key raises :class:`ConfigError` naming it and the valid ones; value types are checked when the
     :class:`TrainConfig` is built.
     """
-    values = {**values, "model": dict(values.get("model", {})), "data": dict(values.get("data", {}))}
+    values = dict(values)
     for override in overrides:
         key, sep, raw = override.partition("=")
         if not sep:
@@ -123,7 +173,7 @@ def apply_overrides(values: dict[str, Any], overrides: list[str]) -> dict[str, A
         if dot:
             if head not in ("model", "data"):
                 raise ConfigError(f"dotted overrides must start with model. or data., got {key!r}")
-            values[head][rest] = value
+            values[head] = {**values.get(head, {}), rest: value}
         elif key in _FIELDS:
             values[key] = value
         else:

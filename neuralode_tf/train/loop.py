@@ -43,6 +43,13 @@ class NonFiniteLossError(RuntimeError):
 def train(config: TrainConfig) -> dict[str, Any]:
     """Train ``config.preset`` and return the final metrics (also written to ``out_dir``).
 
+    A :class:`TrainConfig` takes the preset's settings for the fields it is not given, so this is the run of
+    ``neuralode-tf train vit_digits --set epochs=5``, to the last bit (same seed, same threads)::
+
+        from neuralode_tf.train import TrainConfig, train
+        result = train(TrainConfig("vit_digits", epochs=5))
+        print(result["test_accuracy"])
+
     **Checked before anything is written:** the settings' types (:class:`TrainConfig`); every ``model.*`` and
     ``data.*`` key, by building the task and running its model forward once (:class:`ConfigError` naming the key
     and the accepted ones); the batch size; and the run folder, created if needed and probed with a file created

@@ -1,7 +1,7 @@
 """The OT-Transformer presets (Kan et al. 2025): the paper's four experiments and their offline stand-ins.
 
-Each task has two presets with the same model builder and the same five (MNIST: three) variants of
-:data:`OT_VARIANTS`:
+Each task has two presets whose models are registered configurations of one architecture (the ``ot`` variant,
+:func:`~neuralode_tf.models.create_model`) and the same five (MNIST: three) variants of :data:`OT_VARIANTS`:
 
 * a **paper preset** on the real data (``data.root=`` the files), with Appendix B's sizes, Euler steps,
   ``λ``, epochs, learning rate (and its step decays) and batch size: ``ot_mnist``, ``ot_catsdogs_vit``,
@@ -20,47 +20,14 @@ and a warm-up with cosine decay, as the library's other presets.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 from torch import nn
 
-from ..data import Splits
-from ..models import VIT_PRESETS, ReferenceSetTransformer, TextClassifier, ViT
+from ._models import classes, images, registered, tokens
 from ._preset import Preset, make_preset
 
 __all__ = ["OT_VARIANTS", "OT_PRESETS"]
-
-
-def _vit(data: Splits, **settings: Any) -> nn.Module:
-    """A :class:`~neuralode_tf.models.ViT` at the resolution of ``data``'s images."""
-    channels, height, width = data.train.x.shape[1:]
-    return ViT(img_size=(height, width), in_chans=channels, num_classes=data.num_classes, **settings)
-
-
-def _text(data: Splits, **settings: Any) -> nn.Module:
-    return TextClassifier(len(data.vocab), data.num_classes, **settings)
-
-
-def _set(data: Splits, **settings: Any) -> nn.Module:
-    return ReferenceSetTransformer(data.num_classes, **settings)
-
-
-def _architecture(vit_preset: str, *varied: str) -> dict[str, Any]:
-    """The settings of :data:`~neuralode_tf.models.VIT_PRESETS` ``vit_preset`` but the data's shape and ``varied``."""
-    shape = ("img_size", "in_chans", "num_classes")
-    return {k: v for k, v in VIT_PRESETS[vit_preset].items() if k not in (*shape, *varied)}
-
-
-_MNIST_VIT = _architecture("ot_mnist_baseline", "dim")
-"""Sinkformers' MNIST ViT: patch 7, one attention-only block, one head, ``qkv`` without biases, no ``W_o``."""
-_CATS_DOGS_VIT = _architecture("ot_catsdogs_baseline", "depth")
-"""Sinkformers' Cats & Dogs ViT: patch 16, ``d = 128``, 8 heads of 64, MLP width 128."""
-_IMDB_TEXT = dict(dim=256, num_heads=8, mlp_hidden=1024, norm="post", activation="relu", pooling="max")
-"""Sinkformers' IMDb encoder (lyeoni's ``nlp-tutorial``): post-LN, ReLU, ``d = 256``, 8 heads, ``d_ff = 1024``,
-max pooling. Its dropout 0.1 inside the blocks is left out (it would make the field random)."""
-_MODELNET_SET = dict(num_heads=4, num_inducing=16, num_seeds=1, dropout=0.5)
-"""Lee et al.'s ModelNet40 Set Transformer as Sinkformers run it: 4 heads, 16 inducing points, 1 PMA seed."""
 
 
 def _variants(
@@ -117,20 +84,10 @@ The stand-ins share the variants of their task, at their own sizes (``ot_modelne
 """
 
 
-def _build(make: Callable[..., nn.Module], defaults: dict[str, Any], data: Splits, **overrides: Any) -> nn.Module:
-    return make(data, **{**defaults, **overrides})
-
-
 def _ot_preset(
-    name: str,
-    description: str,
-    dataset: str,
-    make: Callable[..., nn.Module],
-    architecture: dict[str, Any],
-    **settings: Any,
+    name: str, description: str, dataset: str, model: Callable[..., nn.Module], **settings: Any
 ) -> Preset:
-    """The preset ``name``: ``make``'s model with ``architecture`` and the ``ot`` variant by default, no clipping."""
-    model = partial(_build, make, {**architecture, **OT_VARIANTS[name]["ot"]})
+    """The preset ``name``: ``model`` (a registered OT-Transformer, the ``ot`` variant) and no gradient clipping."""
     return make_preset(description, dataset, model, name, grad_clip=0.0, **settings)
 
 
@@ -143,8 +100,7 @@ OT_PRESETS: dict[str, Preset] = {
         "Kan et al. MNIST ViT, Appendix B: d=k=64, 1 attention block, 20 Euler steps, λ=0.01, 45 epochs, batch "
         "100, lr 5e-4 (/10 after 35 and 40 epochs); needs data.root=<MNIST IDX folder>",
         "mnist",
-        _vit,
-        _MNIST_VIT,
+        registered("ot_mnist_ode", images),
         epochs=45,
         batch_size=100,
         lr=5e-4,
@@ -156,8 +112,7 @@ OT_PRESETS: dict[str, Preset] = {
         "Kan et al. Cats & Dogs ViT, Appendix B: 5 composed blocks, 20 steps, λ=0.01, 250 epochs, batch 64, "
         "lr 3e-5; needs data.root=<Kaggle train/>",
         "catsdogs",
-        _vit,
-        _CATS_DOGS_VIT,
+        registered("ot_catsdogs_ode", images),
         epochs=250,
         batch_size=64,
         lr=3e-5,
@@ -168,8 +123,7 @@ OT_PRESETS: dict[str, Preset] = {
         "Kan et al. IMDb classifier, Appendix B: 3 composed post-LN blocks, d=256, 8 steps, λ=0.5, 15 epochs, "
         "batch 64, lr 1e-4 (/10 after 12 epochs); needs data.root=<aclImdb>",
         "imdb",
-        _text,
-        _IMDB_TEXT,
+        registered("ot_imdb_ode", tokens),
         epochs=15,
         batch_size=64,
         lr=1e-4,
@@ -182,8 +136,7 @@ OT_PRESETS: dict[str, Preset] = {
         "Kan et al. ModelNet40 Set Transformer, Appendix B: ISAB width 200, 8 steps, λ=1, 5,000 points, 200 "
         "epochs, batch 64, lr 1e-3 (/10 after 150 epochs); needs data.root=<ModelNet40_cloud.h5>",
         "modelnet40_h5",
-        _set,
-        _MODELNET_SET,
+        registered("ot_modelnet40_ode", classes),
         epochs=200,
         batch_size=64,
         lr=1e-3,
@@ -196,8 +149,7 @@ OT_PRESETS: dict[str, Preset] = {
         "stand-in for ot_mnist: the MNIST ViT (d=k=64, 1 attention block, 20 Euler steps, λ=0.01) with patch 2 "
         "on scikit-learn digits",
         "digits",
-        _vit,
-        dict(_MNIST_VIT, patch_size=2),
+        registered("ot_mnist_ode_digits", images),
         epochs=30,
         batch_size=64,
         lr=2e-3,
@@ -209,8 +161,7 @@ OT_PRESETS: dict[str, Preset] = {
         "stand-in for ot_imdb: the post-LN classifier at d=64, 4 heads (3 composed blocks, 8 steps, λ=0.5) on "
         "12,000 tweets",
         "tweets",
-        _text,
-        dict(_IMDB_TEXT, dim=64, num_heads=4, mlp_hidden=256),
+        registered("ot_imdb_ode_tweets", tokens),
         epochs=2,
         batch_size=128,
         lr=1e-3,
@@ -223,8 +174,7 @@ OT_PRESETS: dict[str, Preset] = {
         "stand-in for ot_modelnet40: the Set Transformer at ISAB width 50, 2 heads, 8 PMA seeds (8 steps, λ=1) on "
         "2,000 shapes3d clouds",
         "shapes3d",
-        _set,
-        dict(_MODELNET_SET, num_heads=2, num_seeds=8, dropout=0.0),
+        registered("ot_modelnet40_ode_shapes3d", classes),
         epochs=10,
         batch_size=64,
         lr=2e-3,

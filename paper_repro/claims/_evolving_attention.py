@@ -1,7 +1,7 @@
 """Wang et al. (2021), Evolving Attention: the exact claims, recomputed from the library.
 
-Table 5's models are :func:`~neuralode_tf.models.evolving_table5_models`, counted as
-:func:`~neuralode_tf.models.evolving_table5_costs` counts them (parameters without embeddings and output
+Table 5's models are those of ``_evolving_costs.table5_models``, counted as
+``_evolving_costs.evolving_table5_costs`` counts them (parameters without embeddings and output
 projection; :func:`~neuralode_tf.flops.seq2seq_flops` on a 30 + 30-token pair). :func:`table5` also
 splits the EA models' extra FLOPs by source: the convolutions of eq. 4, and the initial logit maps
 ``A^0`` that the ODE state computes before the first block (``EvolvingAttentionBranch.initial_logits``,
@@ -20,11 +20,11 @@ import torch
 from torch import nn
 
 from neuralode_tf.flops import FlopCounter, seq2seq_flops
-from neuralode_tf.models import Seq2Seq, evolving_table5_models
-from neuralode_tf.models.evolving_costs import _non_embedding_parameters
+from neuralode_tf.models import Seq2Seq
 from neuralode_tf.nn import AttentionBranch, EvolvingAttentionBranch
 from neuralode_tf.train import EA_VARIANTS, PRESETS
 
+from ._evolving_costs import non_embedding_parameters, table5_models
 from ._ot_transformer import placeholder
 
 LENGTH = 30  # HAT's pseudo sample: 30 source and 30 target tokens (§4.3)
@@ -67,7 +67,7 @@ def _counting_initial_logits(branch: EvolvingAttentionBranch, record: list[int])
 def table5() -> dict[str, Costs]:
     """The Table 5 pairs (``"Lite"``, ``"Base"``), counted in one forward pass each."""
     costs = {}
-    for name, (vanilla, evolving) in evolving_table5_models().items():
+    for name, (vanilla, evolving) in table5_models().items():
         branches = [m for m in evolving.modules() if isinstance(m, EvolvingAttentionBranch)]
         initial: list[int] = []
         for branch in branches:
@@ -79,8 +79,8 @@ def table5() -> dict[str, Costs]:
             for branch in branches:
                 del branch.initial_logits
         costs[name] = Costs(
-            parameters=_non_embedding_parameters(vanilla),
-            ea_parameters=_non_embedding_parameters(evolving),
+            parameters=non_embedding_parameters(vanilla),
+            ea_parameters=non_embedding_parameters(evolving),
             flops=seq2seq_flops(vanilla, LENGTH, LENGTH),
             ea_flops=ea_flops,
             convolutions=outer.by_operation["convolution"],

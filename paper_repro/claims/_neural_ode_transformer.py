@@ -1,6 +1,6 @@
 """Zhong et al. (2022), A Neural ODE Interpretation of Transformer Layers: the exact claims, recomputed.
 
-Table 1's parameter counts are those of ``vit_preset("deit_tiny", num_classes=100, ...)`` (224x224 inputs,
+Table 1's parameter counts are those of ``create_model("deit_tiny", num_classes=100, ...)`` (224x224 inputs,
 i.e. CIFAR-100 resized to DeiT's size; see ``paper_repro/neural_ode_transformer``, §1). The layer identities
 (Figure 1, eqs. 1-4, §2, §3.1) compare the library's encoder with the layers written out by hand, in float64,
 on the notebook's untrained 12-layer digits model (d = 32, 4 heads, patch 4).
@@ -13,7 +13,7 @@ from functools import cache
 
 import torch
 
-from neuralode_tf.models import vit_preset
+from neuralode_tf.models import create_model
 
 SETS = (12, 6, 4, 3, 2, 1)
 DEPTH = 12
@@ -26,9 +26,9 @@ def _millions(n: int) -> str:
 
 def table1_parameters() -> str:
     """DeiT-Ti (sequential, 12 sets), then the parallel model with 12, 6, 4, 3, 2, 1 sets, as Table 1 prints them."""
-    counts = [sum(p.numel() for p in vit_preset("deit_tiny", num_classes=100, field="split").parameters())]
+    counts = [sum(p.numel() for p in create_model("deit_tiny", num_classes=100, field="split").parameters())]
     for k in SETS:
-        model = vit_preset("deit_tiny", num_classes=100, field="parallel", num_sets=k)
+        model = create_model("deit_tiny", num_classes=100, field="parallel", num_sets=k)
         counts.append(sum(p.numel() for p in model.parameters()))
     return " / ".join(_millions(n) for n in counts)
 
@@ -80,7 +80,7 @@ def layer_gap(layer: str, num_sets: int) -> float:
     the ``layer`` written out by hand, with layer ``m`` using parameter set ``m // (12 / num_sets)``."""
     options, step = _LAYERS[layer]
     torch.manual_seed(1)
-    model = vit_preset("deit_tiny_digits", **FAMILY, num_sets=num_sets, **options).double().eval()
+    model = create_model("deit_tiny_digits", **FAMILY, num_sets=num_sets, **options).double().eval()
     images = torch.rand(5, 1, 8, 8, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     x, out = _encoder_io(model, images)
     sets = model.encoder.field.layers

@@ -5,7 +5,7 @@ evaluate the same formula in the same order must agree to the last bit (``identi
 max-abs difference of 0); the fast attention paths sum in another order than eq. 9 as written, so
 for them ``identical`` means a max-abs difference of at most :data:`ROUNDING` relative to the
 output's size, far below any wrong term (of the order of the output itself). The Table 2 counts are
-taken from :func:`~neuralode_tf.models.table2_parameter_counts`, which builds the models on the
+taken from ``_transevolve_counts.table2_parameter_counts``, which builds the models on the
 ``meta`` device: nothing is allocated. The speed claims (Table 4, §8) are judged on the per-round
 step times that ``benchmarks/transevolve.py`` stores in :data:`SPEED_RESULTS` (see :func:`speed_samples_name`).
 """
@@ -28,9 +28,10 @@ from neuralode_tf.fields.transevolve import (
     TransEvolveField,
     depth_signal,
 )
-from neuralode_tf.models import TRANSEVOLVE_VARIANTS, TextClassifier, TransEvolveClassifier, table2_parameter_counts
+from neuralode_tf.models import TRANSEVOLVE_VARIANTS, TextClassifier, TransEvolveClassifier
 
 from ._ledger import ROOT, LedgerError
+from ._transevolve_counts import table2_parameter_counts
 
 ROUNDING = 1e-12
 """Largest max-abs difference, relative to the reference's largest entry, that float64 rounding explains."""

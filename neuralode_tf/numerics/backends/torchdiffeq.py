@@ -23,55 +23,49 @@ import torch
 import torchdiffeq
 from torch import Tensor, nn
 
-from ._counting import CountingField
-from ._grid import fixed_grid
-from ._state import State
-from .errors import MaxStepsExceededError, SolveError, StepSizeUnderflowError
+from ..._typing import Field, State
+from ...protocols import jump_times_of
+from .._counting import CountingField
+from .._grid import fixed_grid
+from .._registry import Backend, Settings, register_backend
+from ..errors import MaxStepsExceededError, SolveError, StepSizeUnderflowError
+from ..solution import Stats
+
+__all__ = ["solve_torchdiffeq"]
 
 # Our name -> torchdiffeq's name. Every torchdiffeq method is reachable.
 # (torchdiffeq._impl.odeint is shadowed by the function of that name, hence import_module.)
-METHODS: dict[str, str] = {name: name for name in importlib.import_module("torchdiffeq._impl.odeint").SOLVERS}
-METHODS["heun"] = METHODS.pop("heun2")
-METHODS["rk4_38"] = "rk4"
-FIXED_GRID = {"euler", "midpoint", "heun", "heun3", "rk4", "rk4_38", "explicit_adams", "implicit_adams", "fixed_adams"}
-# Fixed-grid methods whose implicit corrector iterates until rtol / atol are met.
-TOLERANCED_FIXED_GRID = {"implicit_adams", "fixed_adams"}
+_METHODS: dict[str, str] = {name: name for name in importlib.import_module("torchdiffeq._impl.odeint").SOLVERS}
+_METHODS["heun"] = _METHODS.pop("heun2")
+_METHODS["rk4_38"] = "rk4"
+_FIXED_GRID = frozenset(
+    {"euler", "midpoint", "heun", "heun3", "rk4", "rk4_38", "explicit_adams", "implicit_adams", "fixed_adams"}
+)
 # Methods that run outside autograd (in SciPy): only the adjoint gives gradients through them.
-OUTSIDE_AUTOGRAD = {"scipy_solver"}
+_OUTSIDE_AUTOGRAD = frozenset({"scipy_solver"})
 # Adaptive Runge-Kutta methods, which accept first_step / step_t / jump_t.
-ADAPTIVE_RK = set(METHODS) - FIXED_GRID - {"scipy_solver"}
+_ADAPTIVE_RK = frozenset(_METHODS) - _FIXED_GRID - _OUTSIDE_AUTOGRAD
 
 
-def solve_torchdiffeq(
-    counting: CountingField,
-    y0: State,
-    t: list[float],
-    *,
-    method: str,
-    step_size: float | None,
-    rtol: float,
-    atol: float,
-    adjoint: bool,
-    seminorm: bool,
-    dt0: float | None,
-    options: dict[str, Any],
-) -> State:
+def solve_torchdiffeq(field: Field, y0: State, t: list[float], settings: Settings, stats: Stats) -> State:
     """Solve with torchdiffeq; returns the states at ``t`` stacked along dim 0."""
+    method, step_size, adjoint = settings.method, settings.step_size, settings.adjoint == "adjoint"
+    counting = CountingField(field, stats, settings.max_steps if step_size is None else None)
     device = y0[0].device if isinstance(y0, tuple) else y0.device
     times = torch.tensor(t, dtype=torch.float64, device=device)
-    options = dict(options)
-    if method in FIXED_GRID:
+    options = dict(settings.options)
+    if method in _FIXED_GRID:
         options["grid_constructor"] = _grid_constructor(step_size)
-    elif method in ADAPTIVE_RK:
-        if dt0 is not None:
-            options["first_step"] = dt0
+    elif method in _ADAPTIVE_RK:
+        if settings.dt0 is not None:
+            options["first_step"] = settings.dt0
         # Land a step on every requested time instead of interpolating back to it: torchdiffeq's
         # dense output is only fourth order, which would cap dopri8's accuracy.
         options.setdefault("step_t", times[1:])
-        jumps = [x for x in getattr(counting.field, "jump_times", ()) if t[0] < x < t[-1]]
+        jumps = [x for x in jump_times_of(counting.field) if t[0] < x < t[-1]]
         if jumps:
             options.setdefault("jump_t", torch.tensor(jumps, dtype=torch.float64, device=device))
-    kwargs = dict(rtol=rtol, atol=atol, method=METHODS[method], options=options)
+    kwargs = dict(rtol=settings.rtol, atol=settings.atol, method=_METHODS[method], options=options)
     scalar = isinstance(y0, Tensor) and y0.ndim == 0
     func, y0 = (_Vector(counting), y0.reshape(1)) if scalar else (counting, y0)
     try:
@@ -80,7 +74,7 @@ def solve_torchdiffeq(
             warnings.filterwarnings("ignore", message=".*does not support callbacks")
             if adjoint:
                 adjoint_options = {k: v for k, v in options.items() if k != "norm"}
-                if seminorm:
+                if settings.seminorm:
                     adjoint_options["norm"] = "seminorm"
                 ys = torchdiffeq.odeint_adjoint(
                     func,
@@ -95,7 +89,7 @@ def solve_torchdiffeq(
                 ys = torchdiffeq.odeint(func, y0, times, **kwargs)
     except AssertionError as err:
         raise _translate(err, counting) from err
-    if method in FIXED_GRID:
+    if method in _FIXED_GRID:
         counting.stats.n_accepted = counting.attempted_steps
     return ys.reshape(len(t)) if scalar else ys
 
@@ -140,3 +134,20 @@ def _translate(err: AssertionError, counting: CountingField) -> SolveError:
     if "max_num_steps" in message:
         return MaxStepsExceededError(f"torchdiffeq exceeded its step limit {where} ({message})")
     return SolveError(f"torchdiffeq failed {where}: {message}")
+
+
+register_backend(
+    Backend(
+        name="torchdiffeq",
+        methods=tuple(_METHODS),
+        fixed_grid=_FIXED_GRID,
+        gradients=("backprop", "adjoint"),
+        solve=solve_torchdiffeq,
+        takes_dt0=_ADAPTIVE_RK,
+        toleranced=frozenset({"implicit_adams", "fixed_adams"}),  # their implicit corrector iterates to rtol, atol
+        outside_autograd=_OUTSIDE_AUTOGRAD,
+        seminorm=True,
+        options=True,
+        concatenates=True,
+    )
+)

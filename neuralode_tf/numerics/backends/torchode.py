@@ -17,20 +17,25 @@ reshapes back before each call of the field, so fields keep seeing their natural
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import Any
 
 import torch
 import torchode as to
 from torch import Tensor, nn
 
-from ._counting import CountingField
-from ._state import State, leaves, rebuild, stack
-from .errors import MaxStepsExceededError, SolveError, StepSizeUnderflowError
-from .solution import Stats
+from ..._typing import Field, State
+from ...protocols import jump_times_of
+from .._counting import CountingField
+from .._registry import Backend, Settings, register_backend
+from .._state import leaves, rebuild, stack
+from ..errors import MaxStepsExceededError, SolveError, StepSizeUnderflowError
+from ..solution import Stats
 
-METHODS = {"euler": to.Euler, "heun": to.Heun, "dopri5": to.Dopri5, "tsit5": to.Tsit5}
-FIXED_GRID = {"euler", "heun"}
+__all__ = ["solve_torchode"]
+
+_METHODS = {"euler": to.Euler, "heun": to.Heun, "dopri5": to.Dopri5, "tsit5": to.Tsit5}
+_FIXED_GRID = frozenset({"euler", "heun"})
 
 
 class _Flattened(nn.Module):
@@ -60,20 +65,7 @@ class _Flattened(nn.Module):
         return self.flatten(self.field(t, self.unflatten(y, lead)), tuple(y.shape[:-1]))
 
 
-def solve_torchode(
-    counting: CountingField,
-    y0: State,
-    t: list[float],
-    *,
-    method: str,
-    step_size: float | None,
-    rtol: float,
-    atol: float,
-    adjoint: bool,
-    per_sample: bool,
-    max_steps: int,
-    dt0: float | None,
-) -> State:
+def solve_torchode(field: Field, y0: State, t: list[float], settings: Settings, stats: Stats) -> State:
     """Solve with torchode; returns the states at ``t`` stacked along dim 0.
 
     An adaptive solve of a field that declares ``jump_times`` (e.g. a weight-shared stack, whose
@@ -84,24 +76,16 @@ def solve_torchode(
     piece's (torchdiffeq's ``perturb``). Each piece after the first starts with the mean accepted
     step of the piece before as ``dt0``, instead of choosing an initial step afresh.
     """
-    settings = dict(
-        method=method,
-        step_size=step_size,
-        rtol=rtol,
-        atol=atol,
-        adjoint=adjoint,
-        per_sample=per_sample,
-        max_steps=max_steps,
-        dt0=dt0,
-    )
-    jumps = [x for x in getattr(counting.field, "jump_times", ()) if t[0] < x < t[-1]]
-    if not jumps or method in FIXED_GRID:
+    counting = CountingField(field, stats, settings.max_steps if settings.step_size is None else None)
+    jumps = [x for x in jump_times_of(field) if t[0] < x < t[-1]]
+    if not jumps or settings.method in _FIXED_GRID:
         return _solve_piece(counting, y0, t, settings)[0]
     edges = sorted({*jumps, t[-1]})
-    states, y, start, dt = [y0], y0, t[0], settings["dt0"]
+    states, y, start, dt = [y0], y0, t[0], settings.dt0
     for end in edges:
         inside = [x for x in t if start < x < end]
-        ys, dt = _solve_piece(counting, y, [start, *inside, end], dict(settings, dt0=dt), left_limit=True)
+        piece = dataclasses.replace(settings, dt0=dt)
+        ys, dt = _solve_piece(counting, y, [start, *inside, end], piece, left_limit=True)
         pieces = list(_unstack(ys))
         states.extend(pieces[1 : 1 + len(inside)])
         y, start = pieces[-1], end
@@ -118,13 +102,13 @@ def _unstack(ys: State):
 
 
 def _solve_piece(
-    counting: CountingField, y0: State, t: list[float], settings: dict[str, Any], left_limit: bool = False
+    counting: CountingField, y0: State, t: list[float], settings: Settings, left_limit: bool = False
 ) -> tuple[State, Tensor]:
-    """One torchode solve over ``t`` with :func:`solve_torchode`'s ``settings`` (``dt0`` a number or a
-    per-sample tensor). Returns the states at ``t`` stacked along dim 0 and the mean accepted step of
-    each sample. With ``left_limit``, the field sees no time beyond the left limit of ``t[-1]``."""
-    method, per_sample, adjoint = settings["method"], settings["per_sample"], settings["adjoint"]
-    rtol, atol, max_steps, dt0 = settings["rtol"], settings["atol"], settings["max_steps"], settings["dt0"]
+    """One torchode solve over ``t`` with ``settings`` (their ``dt0`` a number or a per-sample tensor).
+    Returns the states at ``t`` stacked along dim 0 and the mean accepted step of each sample. With
+    ``left_limit``, the field sees no time beyond the left limit of ``t[-1]``."""
+    method, per_sample, adjoint = settings.method, settings.per_sample, settings.adjoint == "adjoint"
+    rtol, atol, max_steps, dt0 = settings.rtol, settings.atol, settings.max_steps, settings.dt0
     dtype, device = leaves(y0)[0].dtype, leaves(y0)[0].device
     # Times in the state's dtype: torchode's backsolve mixes float64 times into float32 states otherwise.
     times = torch.tensor(t, dtype=dtype, device=device)
@@ -135,10 +119,10 @@ def _solve_piece(
     t_eval = times.expand(batch, -1)
 
     term = to.ODETerm(flat)
-    step_method = METHODS[method](term=term)
-    if method in FIXED_GRID:
+    step_method = _METHODS[method](term=term)
+    if method in _FIXED_GRID:
         controller = to.FixedStepController()
-        dt0 = settings["step_size"]
+        dt0 = settings.step_size
     else:
         controller = to.IntegralController(atol=atol, rtol=rtol, term=term)
     dt = dt0 if dt0 is None or isinstance(dt0, Tensor) else torch.full((batch,), dt0, dtype=dtype, device=device)
@@ -190,3 +174,17 @@ def _raise_on_failure(status: Tensor, counting: CountingField, max_steps: int) -
         raise StepSizeUnderflowError(f"torchode's step size fell below its minimum {where}")
     # INFINITE_NORM: the caller locates the non-finite value.
     raise SolveError(f"torchode stopped with status {to.Status(code).name} {where}")
+
+
+register_backend(
+    Backend(
+        name="torchode",
+        methods=tuple(_METHODS),
+        fixed_grid=_FIXED_GRID,
+        gradients=("backprop", "adjoint"),
+        solve=solve_torchode,
+        takes_dt0=frozenset(_METHODS) - _FIXED_GRID,
+        per_sample=True,
+        concatenates=True,
+    )
+)

@@ -10,10 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .seq2seq import Seq2Seq
-from .transevolve import TRANSEVOLVE_VARIANTS, TransEvolveSeq2Seq
-
-__all__ = ["table2_parameter_counts"]
+from neuralode_tf.models import TRANSEVOLVE_VARIANTS, Seq2Seq, TransEvolveSeq2Seq
 
 
 def table2_parameter_counts(vocab_size: int = 32000) -> dict[str, int]:
@@ -21,9 +18,10 @@ def table2_parameter_counts(vocab_size: int = 32000) -> dict[str, int]:
 
     ``d = 512``, ``H = 8`` heads, 6 + 6 layers (§7.1) and one vocabulary of ``V = vocab_size`` tokens
     tied three ways: source, target and output (§6, "embedding layer tied to the output logit layer";
-    the code's ``EmbeddingSharedWeights``, notes §1.6). Keys: the four :data:`TRANSEVOLVE_VARIANTS`
-    and ``"Transformer-base"``, a :class:`~neuralode_tf.models.Seq2Seq` with 6 + 6 layers, MLP width
-    2048 and ``share_embeddings=True``. The models are built on the ``meta`` device: nothing is allocated.
+    the code's ``EmbeddingSharedWeights``, notes §1.6). Keys: the four
+    :data:`~neuralode_tf.models.TRANSEVOLVE_VARIANTS` and ``"Transformer-base"``, a
+    :class:`~neuralode_tf.models.Seq2Seq` with 6 + 6 layers, MLP width 2048 and ``share_embeddings=True``.
+    The models are built on the ``meta`` device: nothing is allocated.
 
     **Per component** (notes §1.3-1.7), with ``D = d + H t`` and the code's ``time_dim`` ``t = 64``,
     the only value its depth vector admits (``t = d / H``, notes §1.4; the paper's ``d' = H t = d``):

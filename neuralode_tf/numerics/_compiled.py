@@ -1,0 +1,89 @@
+"""``solve(..., compile=True)``: the built-in march under :func:`torch.compile`, compiled once per field and grid."""
+
+from __future__ import annotations
+
+import itertools
+import types
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from .._typing import Field, State
+from ._registry import Backend
+from ._state import leaves
+from .errors import SolverConfigError
+
+__all__ = ["COMPILE_OPTIONS", "check_compile", "compiled"]
+
+March = Callable[[Field, State], list[State]]
+"""``(field, y0) -> [y0, y(t_1), ...]``: a march over a fixed grid."""
+
+COMPILE_OPTIONS = {"cpp_wrapper": True}
+"""Inductor options of ``solve(..., compile=True)`` for a state on the CPU. The C++ wrapper calls the generated
+kernels without Python in between, which matters where Python overhead dominates (``benchmarks/suite.py``).
+Other devices get torch.compile's defaults: on CUDA, ``cpp_wrapper`` given as an option broke the compilation
+of backward graphs with torch 2.11 (``CudaKernelParamCache not populated``, pytorch/pytorch#178845)."""
+
+_CPP_WRAPPER_CHECKPOINTS = torch.__version__ >= (2, 14)
+"""Before torch 2.14, a checkpointed march (``adjoint="checkpoint"``) compiled with ``cpp_wrapper`` failed: the
+partitioner took CPU attention (tagged random even at ``dropout_p=0``) for a random op and wrapped its
+recomputation in ``run_and_save_rng_state``, which the C++ wrapper cannot emit (``AssertionError:
+RunAndSaveRngState`` in cpp_wrapper_cpu.py; seen with 2.9.0, 2.9.1, 2.10.0 and 2.13.0). There such a march keeps
+the Python wrapper, unless ``compile`` asks for ``cpp_wrapper`` itself."""
+
+_COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""Compiled marches by field, then by (method, substep, grid, checkpoint, checkpoints, options), each with a code
+object of its own (:func:`_own_code`). A march takes the field as an argument rather than closing over it, so the
+cache holds no reference to its key and a field and its compiled marches are freed together."""
+
+_MARCH_NUMBERS = itertools.count()
+"""Numbers the code objects of compiled marches (their names in traces)."""
+
+
+def check_compile(compile: object, method: str, backend: Backend) -> None:
+    """``compile`` is a bool or a dict of :func:`torch.compile` options, and only where ``backend`` takes it."""
+    if not isinstance(compile, (bool, dict)):
+        raise SolverConfigError(f"compile must be True, False or a dict of torch.compile options, got {compile!r}")
+    if compile is not False and not backend.compile:
+        raise SolverConfigError(
+            f"compile=True applies to the built-in fixed-grid and splitting methods, not to {method!r} on "
+            f"{backend.name!r}"
+        )
+
+
+def compiled(
+    march: March, field: Field, y0: State, key: tuple, *, checkpoint: bool, compile: bool | dict[str, Any]
+) -> March:
+    """``march`` compiled with ``compile``'s options on top of :data:`COMPILE_OPTIONS`, from the cache of
+    ``field`` under ``key`` (which names the march: method, substep, grid, checkpointing) if compiled before."""
+    defaults = COMPILE_OPTIONS if leaves(y0)[0].device.type == "cpu" else {}
+    if checkpoint and not _CPP_WRAPPER_CHECKPOINTS:
+        defaults = {k: v for k, v in defaults.items() if k != "cpp_wrapper"}
+    options = {**defaults, **(compile if isinstance(compile, dict) else {})}
+    key = (*key, _hashable(options))
+    cache = _COMPILED.setdefault(field, {})
+    if key not in cache:
+        cache[key] = torch.compile(_own_code(march), options=options)
+    return cache[key]
+
+
+def _own_code(fn: Callable) -> Callable:
+    """``fn`` with a code object of its own.
+
+    Dynamo keeps compiled code per code object, at most ``torch._dynamo.config.recompile_limit`` (8)
+    variants of it, and runs eagerly beyond: every march shares the code of one closure, so without
+    this the ninth field compiled in a process would silently run uncompiled.
+    """
+    code = fn.__code__.replace(co_name=f"{fn.__code__.co_name}_{next(_MARCH_NUMBERS)}")
+    return types.FunctionType(code, fn.__globals__, code.co_name, fn.__defaults__, fn.__closure__)
+
+
+def _hashable(options: dict[str, Any]) -> tuple:
+    try:
+        key = tuple(sorted(options.items()))
+        hash(key)
+    except TypeError:
+        raise SolverConfigError(f"compile options must be hashable values keyed by strings, got {options!r}") from None
+    return key

@@ -1,0 +1,237 @@
+"""The registry of backends: every integrator library behind :func:`~neuralode_tf.numerics.solve` is a
+:class:`Backend`, which the module that adapts it registers with :func:`register_backend` when imported.
+
+:func:`~neuralode_tf.numerics.solve` learns from the registry alone which backends exist, which methods and
+gradient modes each takes and what else it can do, and ``backend="auto"`` tries them in the order they were
+registered. :data:`BACKENDS`, :data:`GRADIENTS`, :data:`FIXED_GRID_METHODS` and :func:`methods` are live,
+read-only views of it. A new backend is one module that builds a :class:`Backend` and registers it
+(``neuralode_tf/numerics/backends/`` holds the built-in three).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
+from dataclasses import dataclass
+from typing import Any
+
+from .._typing import Field, State
+from .errors import SolverConfigError
+from .solution import Stats
+
+__all__ = [
+    "Backend",
+    "Settings",
+    "register_backend",
+    "unregister_backend",
+    "get_backend",
+    "methods",
+    "BACKENDS",
+    "GRADIENTS",
+    "GRADIENT_MODES",
+    "FIXED_GRID_METHODS",
+]
+
+GRADIENT_MODES = ("backprop", "checkpoint", "adjoint")
+"""The values of ``solve``'s ``adjoint``: how gradients are computed."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The arguments of ``solve`` once validated: what a backend's ``solve`` is asked to do.
+
+    Attributes:
+        method: A name in the backend's ``methods``.
+        step_size: The largest step of a fixed-grid method (from ``step_size`` or ``steps``); ``None`` for an
+            adaptive one.
+        substep, checkpoints, seminorm, max_steps, dt0: As given to ``solve``, checked.
+        rtol, atol: The tolerances, defaults filled in.
+        adjoint: The gradient mode, one of the backend's ``gradients``.
+        per_sample: Per-sample step sizes (``per_sample=None`` resolved); False where not offered.
+        options: The library's own options (``{}`` unless the backend passes ``options``).
+        compile: ``False``, ``True`` or a dict of :func:`torch.compile` options (only where offered).
+    """
+
+    method: str
+    step_size: float | None
+    substep: str | None
+    rtol: float
+    atol: float
+    adjoint: str
+    checkpoints: int | None
+    seminorm: bool
+    per_sample: bool
+    max_steps: int
+    dt0: float | None
+    options: dict[str, Any]
+    compile: bool | dict[str, Any]
+
+
+Solver = Callable[[Field, State, list[float], Settings, Stats], "list[State] | State"]
+"""``(field, y0, times, settings, stats) -> ys``: the states at ``times``, as a list or stacked along dim 0."""
+
+
+@dataclass(frozen=True)
+class Backend:
+    """An integrator library behind ``solve``: its methods, gradient modes, capabilities and ``solve``.
+
+    ``solve`` refuses, by name, whatever a backend does not declare here, before calling it. The capabilities
+    default to what the simplest backend offers: none.
+
+    Attributes:
+        name: What ``solve(..., backend=name)`` takes.
+        methods: Method names, in the order :func:`methods` gives them.
+        fixed_grid: The methods that step on a fixed grid (``step_size`` or ``steps``); the others are adaptive
+            (``rtol``, ``atol``).
+        gradients: The gradient modes it computes, among :data:`GRADIENT_MODES`.
+        solve: ``(field, y0, times, settings, stats) -> ys``. It keeps ``stats`` up to date, raises the
+            :class:`~neuralode_tf.numerics.SolveError` subclasses for failed solves, and leaves NaN and Inf to
+            ``solve``, which locates them by replaying it under ``torch.no_grad()`` with ``compile=False``.
+        takes_dt0: Adaptive methods that take a first step ``dt0``.
+        toleranced: Fixed-grid methods that take ``rtol`` and ``atol`` all the same (an implicit corrector
+            iterates to them).
+        outside_autograd: Methods that run outside autograd: only ``adjoint="adjoint"`` differentiates them.
+        seminorm: Whether it takes ``seminorm=True`` (with ``adjoint="adjoint"``).
+        per_sample: Whether it steps each sample along dim 0 on its own (``per_sample``).
+        options: Whether it passes ``options`` through to the library.
+        compile: Whether it takes ``compile``.
+        concatenates: Whether it integrates the tensors of a tuple state concatenated into one, so they need one
+            dtype and one element at least.
+        counts_ahead: Whether ``solve`` fills in ``stats.nfe`` and ``stats.n_accepted`` before stepping (a fixed
+            number of evaluations per step), so a non-finite value is located by its evaluation's number.
+    """
+
+    name: str
+    methods: tuple[str, ...]
+    fixed_grid: frozenset[str]
+    gradients: tuple[str, ...]
+    solve: Solver
+    takes_dt0: frozenset[str] = frozenset()
+    toleranced: frozenset[str] = frozenset()
+    outside_autograd: frozenset[str] = frozenset()
+    seminorm: bool = False
+    per_sample: bool = False
+    options: bool = False
+    compile: bool = False
+    concatenates: bool = False
+    counts_ahead: bool = False
+
+    def __post_init__(self) -> None:
+        adaptive = set(self.methods) - set(self.fixed_grid)
+        subsets = [
+            ("fixed_grid", self.fixed_grid, set(self.methods)),
+            ("gradients", self.gradients, set(GRADIENT_MODES)),
+            ("takes_dt0", self.takes_dt0, adaptive),
+            ("toleranced", self.toleranced, set(self.fixed_grid)),
+            ("outside_autograd", self.outside_autograd, set(self.methods)),
+        ]
+        if not self.name or self.name == "auto":
+            raise ValueError(f"a backend needs a name other than '' and 'auto', got {self.name!r}")
+        if not self.methods or not self.gradients:
+            raise ValueError(f"backend {self.name!r} needs one method and one gradient mode at least")
+        for what, names, within in subsets:
+            if not set(names) <= within:
+                outside = sorted(set(names) - within)
+                raise ValueError(f"backend {self.name!r}: {what} {outside} are not among {sorted(within)}")
+
+
+_REGISTRY: dict[str, Backend] = {}
+
+
+def register_backend(backend: Backend, *, replace: bool = False) -> Backend:
+    """Add ``backend`` after those registered: ``backend="auto"`` tries it last. Returns it.
+
+    With ``replace=True`` it takes the place of the registered backend of its name instead (keeping that one's
+    place in the ``"auto"`` order), e.g. to declare a method added to it.
+
+    Raises:
+        ValueError: a backend of that name is registered already (and ``replace`` is False), or none is (and
+            ``replace`` is True).
+    """
+    if (backend.name in _REGISTRY) != replace:
+        state = "is registered already: unregister_backend it first" if not replace else "is not registered"
+        raise ValueError(f"a backend named {backend.name!r} {state}")
+    _REGISTRY[backend.name] = backend
+    return backend
+
+
+def unregister_backend(name: str) -> Backend:
+    """Remove the backend ``name`` from the registry and return it."""
+    backend = get_backend(name)
+    del _REGISTRY[name]
+    return backend
+
+
+def get_backend(name: str) -> Backend:
+    """The registered backend ``name``; a :class:`~neuralode_tf.numerics.SolverConfigError` listing them if none."""
+    if name not in _REGISTRY:
+        raise SolverConfigError(f"unknown backend {name!r}; valid: 'auto', {quoted(_REGISTRY)}")
+    return _REGISTRY[name]
+
+
+def methods(backend: str) -> tuple[str, ...]:
+    """The method names the registered backend ``backend`` accepts."""
+    return get_backend(backend).methods
+
+
+def registered() -> tuple[Backend, ...]:
+    """The registered backends, in the order ``backend="auto"`` tries them."""
+    return tuple(_REGISTRY.values())
+
+
+def offering(capability: str) -> str:
+    """The names of the registered backends that offer ``capability`` (a boolean field), for messages."""
+    return " or ".join(b.name for b in _REGISTRY.values() if getattr(b, capability))
+
+
+def quoted(names: Iterable[str]) -> str:
+    """``'a', 'b', 'c'``: names for a message."""
+    return ", ".join(repr(n) for n in names)
+
+
+class _Names(Sequence[str]):
+    def __getitem__(self, index: Any) -> Any:
+        return tuple(_REGISTRY)[index]
+
+    def __len__(self) -> int:
+        return len(_REGISTRY)
+
+    def __repr__(self) -> str:
+        return repr(tuple(_REGISTRY))
+
+
+class _Gradients(Mapping[str, tuple[str, ...]]):
+    def __getitem__(self, name: str) -> tuple[str, ...]:
+        return _REGISTRY[name].gradients
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(tuple(_REGISTRY))
+
+    def __len__(self) -> int:
+        return len(_REGISTRY)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
+class _FixedGridMethods(Set[str]):
+    def __contains__(self, method: object) -> bool:
+        return any(method in b.fixed_grid for b in _REGISTRY.values())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(set().union(*(b.fixed_grid for b in _REGISTRY.values()))))
+
+    def __len__(self) -> int:
+        return len(set().union(*(b.fixed_grid for b in _REGISTRY.values())))
+
+    def __repr__(self) -> str:
+        return repr(frozenset(self))
+
+
+BACKENDS: Sequence[str] = _Names()
+"""The names of the registered backends, in the order ``backend="auto"`` tries them."""
+
+GRADIENTS: Mapping[str, tuple[str, ...]] = _Gradients()
+"""The gradient modes of each registered backend, by name."""
+
+FIXED_GRID_METHODS: Set[str] = _FixedGridMethods()
+"""The methods that take ``step_size`` or ``steps`` rather than tolerances, on some registered backend."""

@@ -1,0 +1,190 @@
+"""The front door: :func:`solve` validates its arguments, picks a registered backend and runs it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import torch
+from torch import Tensor
+
+from .._typing import Field, State
+from . import _validate
+from ._compiled import check_compile
+from ._nonfinite import raise_if_nonfinite
+from ._registry import Settings, get_backend
+from ._resolve import resolve_backend
+from ._state import surely_finite
+from .causality import _warn_if_causal
+from .errors import NonFiniteStateError, SolveError
+from .solution import Solution, Stats
+
+__all__ = ["solve"]
+
+
+def solve(
+    field: Field,
+    y0: State,
+    t: Sequence[float] | Tensor,
+    *,
+    method: str,
+    step_size: float | None = None,
+    steps: int | None = None,
+    substep: str | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
+    backend: Literal["auto", "builtin", "torchdiffeq", "torchode"] = "auto",
+    adjoint: Literal["backprop", "checkpoint", "adjoint"] = "backprop",
+    checkpoints: int | None = None,
+    seminorm: bool = False,
+    per_sample: bool | None = None,
+    max_steps: int = 10_000,
+    dt0: float | None = None,
+    options: dict[str, Any] | None = None,
+    compile: bool | dict[str, Any] = False,
+) -> Solution:
+    """Integrate ``dy/dt = field(t, y)`` from ``y(t[0]) = y0`` and return ``y`` at every time in ``t``.
+
+    Every argument is checked before any solving: a bad one raises a :class:`SolveError` subclass whose
+    message names it (see Raises).
+
+    Args:
+        field: Callable ``(t, y) -> dy/dt``, normally an ``nn.Module`` (adjoints find its parameters).
+            A residual branch, whose ``forward(x)`` takes the state alone, is not a field and is refused
+            (:class:`InvalidFieldError`): pass ``neuralode_tf.fields.as_field(branch)`` (or the
+            branch's ``as_field()``), the autonomous field ``dy/dt = branch(y)``.
+        y0: Initial state: a floating tensor of any shape (0-dim included), or a tuple of them
+            (augmented states). On torchdiffeq and torchode the tensors of a tuple share one dtype.
+            Its dtype must be the field's: a field whose parameters have another dtype (or device)
+            fails with an :class:`InvalidStateError` naming both.
+        t: Strictly increasing, finite times, at least two, within the range of ``y0``'s dtype.
+        method: The integrator. Fixed-grid methods take ``step_size`` or ``steps``; adaptive ones take
+            ``rtol``, ``atol`` and ``dt0``. ``neuralode_tf.numerics.methods(backend)`` gives the methods of
+            any registered backend; the built-in backends have:
+
+            * ``"builtin"``: fixed-grid Runge-Kutta ``"euler"``, ``"midpoint"``, ``"heun"``, ``"rk4"``,
+              ``"rk4_38"``; splitting ``"lie_trotter"``, ``"strang"`` (the field needs ``parts``).
+            * ``"torchdiffeq"``: fixed-grid ``"euler"``, ``"midpoint"``, ``"heun"``, ``"heun3"``,
+              ``"rk4"``, ``"rk4_38"``, ``"explicit_adams"``, ``"implicit_adams"``, ``"fixed_adams"``;
+              adaptive ``"dopri8"``, ``"dopri5"``, ``"bosh3"``, ``"fehlberg2"``, ``"adaptive_heun"``,
+              ``"scipy_solver"``.
+            * ``"torchode"``: fixed-grid ``"euler"``, ``"heun"``; adaptive ``"dopri5"``, ``"tsit5"``.
+        step_size: Largest step of a fixed-grid method. Each interval between requested times is
+            split into equal steps no longer than this.
+        steps: Alternative to ``step_size``: the number of steps over ``[t[0], t[-1]]``.
+        substep: Sub-integrator of a splitting method for each part: ``"euler"`` (default),
+            ``"midpoint"``, ``"heun"``, ``"rk4"``. Lie-Trotter is first order whatever it is; Strang
+            is second order only with a second-order (or higher) sub-step.
+        rtol, atol: Tolerances of adaptive methods; ``None`` means ``1e-6`` and ``1e-8``. ``rtol`` is
+            finite and ``>= 0``; ``atol`` finite and ``> 0`` (the error control divides by
+            ``atol + rtol |y|``, 0 wherever a component is). In float16, ``rtol >= 1/256``. Fixed-grid
+            methods have no error control and refuse them (except torchdiffeq's ``implicit_adams`` /
+            ``fixed_adams``, whose corrector iterates to them).
+        backend: ``"auto"`` picks the first registered backend (``"builtin"``, ``"torchdiffeq"``,
+            ``"torchode"``, then any registered by ``neuralode_tf.numerics.register_backend``) that supports
+            the method, gradient method, ``seminorm`` and ``per_sample``.
+        adjoint: How gradients are computed. ``"backprop"`` differentiates through the solver's
+            operations (discretise-then-optimise). ``"checkpoint"`` (built-in) gives the same gradients
+            but keeps only some states of the ``N`` steps and one step's activations, and recomputes
+            the steps from them in backward (``stats.nfe_backward`` counts the evaluations); how
+            many states it keeps is ``checkpoints``.
+            ``"adjoint"`` solves the continuous adjoint ODE backwards (optimise-then-discretise):
+            torchdiffeq's ``odeint_adjoint`` or torchode's ``BacksolveAdjoint``. torchode's backprop goes
+            through the steps but not through the choice of step sizes. torchdiffeq's
+            ``"scipy_solver"`` runs outside autograd: it refuses ``"backprop"`` when a gradient is wanted.
+        checkpoints: With ``adjoint="checkpoint"``: the most states kept at once for backward (a positive
+            integer), or ``None`` (default) for recursive halving: about ``log2(N)`` states, each step
+            recomputed at most ``1 + log2(N)/2`` times. A budget ``c < N`` is spent binomially (Griewank &
+            Walther 2000, revolve), with the fewest recomputations ``c`` states allow: for ``r`` the least
+            integer such that ``N <= C(c + r, c)``, each step is recomputed at most ``r`` times,
+            ``r N - C(c + r, r - 1)`` steps in all; ``c >= N`` is backprop. So ``c = N - 1`` recomputes
+            ``N - 1`` steps, ``c ~ sqrt(2N)`` (``C(c + 2, 2) >= N``) ``2N - c - 2``, ``c = 1`` ``N(N - 1)/2``;
+            at 64 steps ``c = 63, 16, 8, 6, 4`` recompute 63, 110, 137, 156, 200 steps, the default 224.
+            A state is much smaller than a step's activations (about 16 states' worth for the transformer
+            layer of ``benchmarks/suite.py``, whose section 3b gives the memory/time table), so a budget
+            of tens of states costs little memory. Not on XLA, whose checkpoint does not nest.
+        seminorm: With torchdiffeq's adjoint, use the seminorm of Kidger et al. (2021).
+        per_sample: torchode only: per-sample step sizes along dim 0 of ``y0``. The default
+            ``None`` turns it on where every tensor of ``y0`` has a dim 0 of one size, and off
+            where not (a 0-dim state: one sample).
+        max_steps: Most steps an adaptive solve may take, rejected ones included (a positive integer).
+        dt0: First step of an adaptive Runge-Kutta method, positive (default: chosen by the backend).
+        options: Extra torchdiffeq options passed through (torchdiffeq only). ``first_step`` is
+            checked as ``dt0`` is; ``step_size`` and ``grid_constructor`` are refused (use
+            ``step_size=`` or ``steps=``).
+        compile: Built-in fixed-grid and splitting methods only: run the whole march over the grid
+            through :func:`torch.compile` (one graph for all steps; backward included). The first
+            call for a field and grid compiles (tens of seconds on a CPU); later calls with the same
+            field, grid and shapes reuse the compiled code. Outputs equal eager ones up to float
+            rounding (kernel fusion reorders sums). Worth it where Python overhead dominates: small
+            widths, many steps (``benchmarks/suite.py``). A dict compiles too, with these ``options``
+            of :func:`torch.compile` on top of :data:`~neuralode_tf.numerics.COMPILE_OPTIONS`. E.g.
+            ``{"guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe}`` drops the
+            guards on the field's modules, which cost about 0.4 ms per call for a 12-layer field on
+            a CPU (10% at d = 32), but then changes to the field's modules (dtype, device,
+            ``requires_grad``, train/eval, structure, hooks) are not noticed: do it only for a field
+            that stays as it is.
+
+    Returns:
+        A :class:`Solution` with ``ys`` (the state at each time in ``t``, stacked along dim 0),
+        ``y1`` (the final state) and ``stats``.
+
+    Raises:
+        InvalidFieldError: ``field`` cannot be called as ``field(t, y)``.
+        InvalidTimesError, InvalidStateError, SolverConfigError, FieldOutputError: bad input.
+        MaxStepsExceededError, StepSizeUnderflowError: an adaptive solve failed.
+        NonFiniteStateError: NaN or Inf appeared in the state; the message gives where. The check
+            runs once at the end of the solve; only on failure is the solve replayed to find the
+            first non-finite evaluation.
+
+    Warns:
+        CausalityWarning: an adaptive method on a field that declares ``causal``: step-size control
+            makes earlier positions depend on later ones (:mod:`neuralode_tf.numerics.causality`).
+    """
+    _validate.check_field(field)
+    _validate.check_state(y0)
+    _validate.check_field_matches_state(field, y0)
+    times = _validate.check_times(t, y0)
+    _validate.check_flags(seminorm, per_sample, max_steps)
+    checkpoints = _validate.checkpoints(checkpoints, adjoint, y0)
+    chosen = get_backend(
+        resolve_backend(
+            field, method, backend, adjoint=adjoint, substep=substep, seminorm=seminorm, per_sample=per_sample
+        )
+    )
+    per_sample = _validate.check_state_for_backend(y0, chosen, per_sample)
+    check_compile(compile, method, chosen)
+    fixed = method in chosen.fixed_grid
+    step = _validate.step_size(method, fixed, times, step_size, steps)
+    rtol, atol = _validate.tolerances(method, chosen, fixed, rtol, atol, y0)
+    options = _validate.first_step(method, chosen, dt0, options)
+    _validate.check_gradients(method, chosen, adjoint, field, y0)
+    if step is None:
+        _warn_if_causal(field, method)
+    settings = Settings(
+        method=method,
+        step_size=step,
+        substep=substep,
+        rtol=rtol,
+        atol=atol,
+        adjoint=adjoint,
+        checkpoints=checkpoints,
+        seminorm=seminorm,
+        per_sample=per_sample,
+        max_steps=max_steps,
+        dt0=dt0,
+        options=options,
+        compile=compile,
+    )
+    stats = Stats(backend=chosen.name)
+    try:
+        ys = chosen.solve(field, y0, times, settings, stats)
+    except SolveError as err:
+        if isinstance(err, ValueError):  # a bad argument found while solving, not a failed solve
+            raise
+        raise_if_nonfinite(chosen, field, y0, times, settings, stats, err)
+        raise
+    if not surely_finite(ys if isinstance(ys, list) else [ys]):
+        raise_if_nonfinite(chosen, field, y0, times, settings, stats, None)
+        raise NonFiniteStateError("NaN or Inf appeared in the solution, but a replay of the solve could not locate it")
+    return Solution(ts=torch.tensor(times, dtype=torch.float64), ys=ys, stats=stats)

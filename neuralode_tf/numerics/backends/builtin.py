@@ -1,0 +1,111 @@
+"""The built-in backend: the fixed-grid Runge-Kutta methods of :data:`~neuralode_tf.numerics.TABLEAUS` and the
+Lie-Trotter and Strang splittings (:mod:`~neuralode_tf.numerics.fixed_grid`), with backprop or checkpointed
+gradients (:mod:`~neuralode_tf.numerics._checkpointing`), eager or compiled (:mod:`~neuralode_tf.numerics._compiled`).
+
+The grid is known before stepping (:func:`~neuralode_tf.numerics._grid.fixed_grid`), and so are the steps and
+evaluations that ``stats`` counts. Under ``adjoint="checkpoint"`` every evaluation after the forward march is a
+recomputation of checkpointing's, counted into ``stats.nfe_backward`` as backward runs.
+"""
+
+from __future__ import annotations
+
+from ..._typing import Field, State
+from .._checkpointing import BackwardCounter
+from .._compiled import March, compiled
+from .._grid import fixed_grid
+from .._registry import Backend, Settings, register_backend
+from .._validate import check_checkpoint_depth
+from ..fixed_grid import SPLITTING_SCHEMES, SplittingScheme, integrate, make_step, nfe_per_step
+from ..solution import Stats
+from ..tableaus import TABLEAUS, ButcherTableau
+
+__all__ = ["solve_builtin", "register_tableau", "register_splitting_scheme"]
+
+
+def solve_builtin(field: Field, y0: State, times: list[float], settings: Settings, stats: Stats) -> list[State]:
+    """March over the grid of ``times`` with ``settings.method``; returns ``y0`` and the state at each later time."""
+    method, substep, checkpoints = settings.method, settings.substep, settings.checkpoints
+    scheme = method if method in SPLITTING_SCHEMES else None
+    tableau = TABLEAUS[substep or "euler"] if scheme else TABLEAUS[method]
+    grid = fixed_grid(times, settings.step_size)
+    n_steps = sum(len(interval) - 1 for interval in grid)
+    n_parts = len(field.parts) if scheme else 1  # type: ignore[attr-defined]
+    stats.n_accepted = n_steps
+    stats.nfe = n_steps * nfe_per_step(scheme, tableau, n_parts)
+    check_checkpoint_depth(checkpoints, n_steps)
+    # A budget of N states or more keeps every step's activations: that is backprop.
+    checkpoint = settings.adjoint == "checkpoint" and (checkpoints is None or checkpoints < n_steps)
+    march = _march(scheme, tableau, grid, checkpoint, checkpoints)
+    if settings.compile is not False:
+        key = (method, substep, tuple(map(tuple, grid)), checkpoint, checkpoints)
+        return compiled(march, field, y0, key, checkpoint=checkpoint, compile=settings.compile)(field, y0)
+    recomputed = BackwardCounter(field, stats) if checkpoint else None
+    out = march(recomputed or field, y0)
+    if recomputed is not None:
+        recomputed.armed[0] = True  # from here on, evaluations are checkpointing's recomputations
+    return out
+
+
+def _march(
+    scheme: str | None, tableau: ButcherTableau, grid: list[list[float]], checkpoint: bool, checkpoints: int | None
+) -> March:
+    """``(field, y0) -> [y0, y(t_1), ...]``: the built-in march over ``grid``."""
+
+    def march(field: Field, y: State) -> list[State]:
+        first = make_step(field, scheme, tableau, check=True)
+        rest = make_step(field, scheme, tableau, check=False)
+        return integrate(first, rest, y, grid, checkpoint=checkpoint, checkpoints=checkpoints)
+
+    return march
+
+
+def _backend() -> Backend:
+    """The built-in backend as the tableau and splitting-scheme registries define it now."""
+    names = (*TABLEAUS, *SPLITTING_SCHEMES)
+    return Backend(
+        name="builtin",
+        methods=names,
+        fixed_grid=frozenset(names),
+        gradients=("backprop", "checkpoint"),
+        solve=solve_builtin,
+        compile=True,
+        counts_ahead=True,
+    )
+
+
+def register_tableau(tableau: ButcherTableau) -> ButcherTableau:
+    """Add an explicit Runge-Kutta method: ``solve(..., method=tableau.name)``, and ``substep=tableau.name`` of the
+    splitting methods. Returns it. The convergence tests run over :data:`~neuralode_tf.numerics.TABLEAUS`, so
+    they check its ``order`` once it is registered where they run (add it to ``tableaus.py`` for the package).
+
+    Raises:
+        ValueError: a built-in method of that name exists.
+    """
+    _check_new(tableau.name)
+    TABLEAUS[tableau.name] = tableau
+    register_backend(_backend(), replace=True)
+    return tableau
+
+
+def register_splitting_scheme(scheme: SplittingScheme) -> SplittingScheme:
+    """Add a splitting method: ``solve(..., method=scheme.name, substep=...)`` on fields with ``parts``. Returns it.
+
+    Raises:
+        ValueError: a built-in method of that name exists, or a part's sub-steps do not cover the step.
+    """
+    _check_new(scheme.name)
+    for n_parts in (1, 2, 3):
+        covered = [sum(length for part, _, length in scheme.sub_steps(n_parts) if part == i) for i in range(n_parts)]
+        if any(abs(total - 1.0) > 1e-12 for total in covered):
+            raise ValueError(f"splitting scheme {scheme.name!r}: with {n_parts} parts the sub-steps cover {covered}")
+    SPLITTING_SCHEMES[scheme.name] = scheme
+    register_backend(_backend(), replace=True)
+    return scheme
+
+
+def _check_new(name: str) -> None:
+    if name in TABLEAUS or name in SPLITTING_SCHEMES:
+        raise ValueError(f"the built-in backend has a method named {name!r} already")
+
+
+register_backend(_backend())

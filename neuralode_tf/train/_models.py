@@ -1,0 +1,48 @@
+"""The presets' models: registered configurations of :mod:`neuralode_tf.models` built on a dataset's shape."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from torch import nn
+
+from ..data import Splits
+from ..models import create_model
+
+__all__ = ["registered", "classes", "images", "tokens", "pairs"]
+
+Shape = Callable[[Splits], dict[str, Any]]
+"""The keyword arguments a model takes from the dataset (its number of classes, image shape, vocabulary)."""
+
+
+def registered(name: str, shape: Shape) -> Callable[..., nn.Module]:
+    """A preset's model builder ``(data, **overrides) -> nn.Module``: the registered model ``name``
+    (:func:`~neuralode_tf.models.create_model`) with ``shape(data)``, then the ``overrides``."""
+    return partial(_build, name, shape)
+
+
+def _build(name: str, shape: Shape, data: Splits, **overrides: Any) -> nn.Module:
+    return create_model(name, **{**shape(data), **overrides})
+
+
+def classes(data: Splits) -> dict[str, Any]:
+    """``num_classes``: the dataset's."""
+    return {"num_classes": data.num_classes}
+
+
+def images(data: Splits) -> dict[str, Any]:
+    """A ViT's ``img_size``, ``in_chans`` and ``num_classes``: the dataset's images ``(C, H, W)`` and classes."""
+    channels, height, width = data.train.x.shape[1:]
+    return {"img_size": (height, width), "in_chans": channels, **classes(data)}
+
+
+def tokens(data: Splits) -> dict[str, Any]:
+    """A sequence classifier's ``vocab_size`` and ``num_classes``."""
+    return {"vocab_size": len(data.vocab), **classes(data)}
+
+
+def pairs(data: Splits) -> dict[str, Any]:
+    """A :class:`~neuralode_tf.models.Seq2Seq`'s ``src_vocab_size`` (one vocabulary for sources and targets)."""
+    return {"src_vocab_size": len(data.vocab)}

@@ -1,0 +1,98 @@
+"""The package's shape: its layers import only downward, and every module holds one concept (< 300 lines).
+
+The layers, top to bottom (the README's architecture sketch draws the same):
+
+    train, notebook  ->  models  ->  continuous (ContinuousDepth)  ->  fields  ->  nn  ->  _checks  ->  numerics
+    ->  protocols, data, flops  ->  _typing
+
+A unit may import its own modules and any unit below it, never one above. A new top-level module or
+subpackage must be placed in ``_LAYERS`` here, which is the point: its place is a decision.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "neuralode_tf"
+MAX_LINES = 300
+
+_LAYERS = [
+    {"_typing"},
+    {"protocols", "data", "flops"},
+    {"numerics"},
+    {"_checks"},
+    {"nn"},
+    {"fields"},
+    {"continuous"},
+    {"models"},
+    {"train", "notebook"},
+    {"__init__", "__main__"},
+]
+_RANK = {unit: rank for rank, units in enumerate(_LAYERS) for unit in units}
+
+pytestmark = pytest.mark.cpu_only("reads the package's source files")
+
+
+def _modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def _unit(dotted: str) -> str:
+    """The top-level unit of ``neuralode_tf.<unit>...`` (``__init__`` for the package itself)."""
+    parts = dotted.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _imports(path: Path) -> set[str]:
+    """The ``neuralode_tf...`` modules (or module.name) that ``path`` imports, as absolute dotted names."""
+    relative = path.relative_to(PACKAGE.parent).with_suffix("")
+    package = list(relative.parts[:-1]) if path.name != "__init__.py" else list(relative.parts[:-1])
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else []))
+            if node.module:
+                found.add(target)
+            else:
+                found.update(f"{target}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {name for name in found if name == "neuralode_tf" or name.startswith("neuralode_tf.")}
+
+
+def _own_unit(path: Path) -> str:
+    relative = path.relative_to(PACKAGE)
+    return relative.with_suffix("").parts[0] if len(relative.parts) > 1 else relative.stem
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_modules_import_only_downward(path: Path):
+    unit = _own_unit(path)
+    assert unit in _RANK, f"{unit} has no layer: place it in _LAYERS of {Path(__file__).name}"
+    upward = []
+    for target in sorted(_imports(path)):
+        other = _unit(target)
+        assert other in _RANK, f"{path.name} imports {target}, whose unit {other} has no layer"
+        if other != unit and _RANK[other] >= _RANK[unit]:
+            upward.append(f"{target} (layer {_RANK[other]}, this module's: {_RANK[unit]})")
+    assert not upward, f"{path.relative_to(PACKAGE)} imports sideways or upward: {upward}"
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_modules_hold_one_concept(path: Path):
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_LINES, f"{path.relative_to(PACKAGE)} has {lines} lines (> {MAX_LINES}): split it by concept"
+
+
+def test_the_core_package_does_not_load_the_notebook_helper_or_the_cli():
+    import subprocess
+    import sys
+
+    heavy = ("neuralode_tf.train", "neuralode_tf.notebook", "matplotlib")
+    code = f"import sys, neuralode_tf; print(sorted(m for m in sys.modules if m.startswith({heavy!r})))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
