@@ -1,4 +1,4 @@
-"""mkdocs hooks (``hooks:`` in mkdocs.yml): pages that live outside ``docs/``, put into the site at build time.
+"""mkdocs hooks (``hooks:`` in mkdocs.yml): what the site takes from outside ``docs/``, at build time.
 
 * The executed notebooks ``tutorials/*.ipynb`` and ``paper_repro/*.ipynb`` are added to the site's files under
   their repository paths (``tutorials/01_transformer_is_an_ode.ipynb``), before mkdocs-jupyter's ``on_files``

@@ -14,7 +14,7 @@ from ._validate import ScheduleWarning
 from .compare import compare_variants, learning_curve, markdown_table, step_sweep, summarize
 from .config import ConfigError, TrainConfig, apply_overrides, load_config
 from .loop import NonFiniteLossError, evaluate, train
-from .presets import EA_VARIANTS, OT_VARIANTS, PRESETS, TRANSEVOLVE_LISTOPS_VARIANTS, VARIANTS, Preset
+from .presets import EA_VARIANTS, OT_VARIANTS, PRESETS, TRANSEVOLVE_LISTOPS_VARIANTS, VARIANTS, Preset, register_preset
 from .tasks import Task, build_task
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "TrainingInterrupted",
     "load_checkpoint",
     "PRESETS",
+    "register_preset",
     "OT_VARIANTS",
     "EA_VARIANTS",
     "TRANSEVOLVE_LISTOPS_VARIANTS",

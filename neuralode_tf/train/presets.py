@@ -8,7 +8,7 @@ Most presets run on an offline stand-in dataset; the OT-Transformer paper preset
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from torch import nn
@@ -19,7 +19,20 @@ from ._models import classes, images, pairs, registered, tokens
 from ._preset import Preset, make_preset
 from .presets_ot import OT_PRESETS, OT_VARIANTS
 
-__all__ = ["Preset", "PRESETS", "OT_VARIANTS", "TRANSEVOLVE_LISTOPS_VARIANTS", "EA_VARIANTS", "VARIANTS"]
+__all__ = [
+    "Preset",
+    "PRESETS",
+    "register_preset",
+    "registered",
+    "images",
+    "tokens",
+    "classes",
+    "pairs",
+    "OT_VARIANTS",
+    "TRANSEVOLVE_LISTOPS_VARIANTS",
+    "EA_VARIANTS",
+    "VARIANTS",
+]
 
 
 def _transevolve_settings(variant: str) -> dict[str, Any]:
@@ -153,6 +166,26 @@ _PRESETS: dict[str, Preset] = {
 
 PRESETS: dict[str, Preset] = {**_PRESETS, **OT_PRESETS}
 """Every preset by name (``neuralode-tf train --list``)."""
+
+
+def register_preset(
+    name: str, description: str, dataset: str, model: Callable[..., nn.Module], **settings: Any
+) -> Preset:
+    """Add a training preset, so that ``TrainConfig(name)`` and ``neuralode-tf train name`` run it. Returns it.
+
+    Args:
+        name: The preset's name (not one of :data:`PRESETS`).
+        description: One line for ``neuralode-tf train --list``.
+        dataset: A dataset of :data:`~neuralode_tf.data.DATASETS`; ``settings["data"]`` holds its options.
+        model: ``(data, **overrides) -> nn.Module``, e.g. ``registered("deit_tiny_digits", images)``: a model of
+            :func:`~neuralode_tf.models.list_models` built on the data's shape (:mod:`neuralode_tf.train.presets`
+            exports ``registered`` and the shapes ``images``, ``tokens``, ``classes`` and ``pairs``).
+        **settings: :class:`~neuralode_tf.train.TrainConfig` fields (``epochs``, ``lr``, ...).
+    """
+    if name in PRESETS:
+        raise ValueError(f"a preset named {name!r} exists already")
+    PRESETS[name] = make_preset(description, dataset, model, name, **settings)
+    return PRESETS[name]
 
 
 VARIANTS: dict[str, dict[str, dict[str, Any]]] = {

@@ -1,0 +1,42 @@
+"""The documentation tells the same story as the code: the README's architecture sketch names the package's
+modules, and the training guide lists every preset."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from neuralode_tf.train import PRESETS
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "neuralode_tf"
+
+pytestmark = pytest.mark.cpu_only("reads the documentation files")
+
+
+def _sketch() -> str:
+    readme = ROOT.joinpath("README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Architecture") :]
+    return section[section.index("```\n") + 4 : section.index("\n```", section.index("```\n") + 4)]
+
+
+def test_the_architecture_sketch_names_the_package_tree():
+    named = set(re.findall(r"^(\w+(?:/|\.py))", _sketch(), flags=re.MULTILINE))
+    tree = {
+        f"{path.name}/" if path.is_dir() else path.name
+        for path in PACKAGE.iterdir()
+        if not path.name.startswith(("_", ".")) and (path.is_dir() or path.suffix == ".py") and path.name != "py.typed"
+    }
+    assert named == tree - {"notebook.py"}, f"sketch: {sorted(named)}, tree: {sorted(tree)}"
+    for module in re.findall(r"\b(_?[a-z][a-z_0-9]*)\b", _sketch()):
+        if module.startswith("_"):
+            assert list(PACKAGE.rglob(f"{module}.py")), f"the sketch names {module}, which is not a module"
+
+
+def test_the_training_guide_lists_every_preset():
+    guide = ROOT.joinpath("docs", "guide", "training.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"^\| (.*?) \|", guide, flags=re.MULTILINE))
+    names = {name for row in listed for name in re.findall(r"`(\w+)`", row)}
+    assert set(PRESETS) <= names, f"presets missing from docs/guide/training.md: {sorted(set(PRESETS) - names)}"
