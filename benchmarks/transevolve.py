@@ -173,7 +173,7 @@ def main() -> None:
         rows.append(_row(n, device, args.repeats, memory=not args.no_memory))
         _print(rows[-1])
     device_name = torch.cuda.get_device_name() if device.type == "cuda" else "cpu"
-    setup = {"dim": DIM, "heads": HEADS, "depth": DEPTH, "threads": torch.get_num_threads(), "device": device_name}
+    setup = {"dim": DIM, "num_heads": HEADS, "depth": DEPTH, "threads": torch.get_num_threads(), "device": device_name}
     setup.update(torch=torch.__version__, warmup=1, competitors=list(COMPETITORS))
     results = {"date": datetime.date.today().isoformat(), "command": _command(), "setup": setup}
     out.parent.mkdir(parents=True, exist_ok=True)

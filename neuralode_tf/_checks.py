@@ -144,7 +144,7 @@ def check_conditioning(x: object, conditioning: Mapping[str, Any]) -> None:
     """The library's conditioning keywords against a tensor state ``x`` ``(*batch, n, d)``, before they are bound.
 
     ``key_padding_mask`` must be bool ``(*batch, n)``, ``memory`` a tensor ``(*batch, m, d_m)`` and
-    ``memory_padding_mask`` bool ``(*batch, m)``. (The modules check them again against each state they get,
+    ``memory_key_padding_mask`` bool ``(*batch, m)``. (The modules check them again against each state they get,
     which catches conditioning bound for another batch.)
     """
     if not isinstance(x, Tensor) or x.ndim < 2:
@@ -153,7 +153,8 @@ def check_conditioning(x: object, conditioning: Mapping[str, Any]) -> None:
     memory = conditioning.get("memory")
     if memory is not None:
         check_context(memory, "memory", x)
-        check_padding_mask(conditioning.get("memory_padding_mask"), "memory_padding_mask", memory.shape[:-1], "memory")
+        name = "memory_key_padding_mask"
+        check_padding_mask(conditioning.get(name), name, memory.shape[:-1], "memory")
 
 
 def _bind_keywords(bind: Callable[..., Any]) -> tuple[frozenset[str], bool]:
@@ -201,10 +202,8 @@ def check_shape(
     raise ValueError(f"{what} must be {spec}; got shape {shape}" + (_REBIND if bound else ""))
 
 
-def check_padding_mask(
-    mask: object, name: str, tokens: Iterable[int], against: str, *, bound: bool = False, marks: str = "padding"
-) -> None:
-    """Raise unless ``mask`` is ``None`` or a bool tensor of shape ``tokens`` (``(*batch, n)``), True at ``marks``.
+def check_padding_mask(mask: object, name: str, tokens: Iterable[int], against: str, *, bound: bool = False) -> None:
+    """Raise unless ``mask`` is ``None`` or a bool tensor of shape ``tokens`` (``(*batch, n)``), True at padding.
 
     A non-tensor or non-bool mask raises ``TypeError``, a wrong shape ``ValueError``; the message names ``name``
     and gives the expected shape and dtype. Every attention kind checks its masks with it, at every evaluation
@@ -214,7 +213,7 @@ def check_padding_mask(
     if mask is None or (isinstance(mask, Tensor) and mask.dtype == torch.bool and tuple(mask.shape) == expected):
         return
     what = f"the bound {name}" if bound else name
-    spec = f"a bool tensor of shape (*batch, n) = {expected} (from {against}), True at {marks}"
+    spec = f"a bool tensor of shape (*batch, n) = {expected} (from {against}), True at padding"
     if not isinstance(mask, Tensor):
         raise TypeError(f"{what} must be {spec}; got {type(mask).__name__}")
     if mask.dtype != torch.bool:

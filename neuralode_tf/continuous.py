@@ -140,12 +140,12 @@ class ContinuousDepth(nn.Module):
     def forward(self, x: State, **conditioning: Any) -> State:
         """Integrate from ``x`` at ``t0`` and return the state at ``t1``.
 
-        Keyword arguments (e.g. ``key_padding_mask``, ``memory``, ``memory_padding_mask``) are
+        Keyword arguments (e.g. ``key_padding_mask``, ``memory``, ``memory_key_padding_mask``) are
         per-batch conditioning: every submodule of the field with a ``bind`` method gets the keywords
         its ``bind`` names (:meth:`~neuralode_tf.nn.AttentionBranch.bind`); calling without them clears
         them. A keyword that no ``bind`` names raises ``TypeError`` before anything is bound, unless it is
         ``None``; so does a mask that is not bool, and a wrong shape raises ``ValueError``:
-        ``key_padding_mask`` is ``(*batch, n)`` for ``x`` ``(*batch, n, d)``, ``memory_padding_mask``
+        ``key_padding_mask`` is ``(*batch, n)`` for ``x`` ``(*batch, n, d)``, ``memory_key_padding_mask``
         ``(*batch, m)`` for ``memory`` ``(*batch, m, d_m)``.
         """
         calls = bind_calls(self.field, conditioning)

@@ -159,7 +159,7 @@ _RULES: dict[Callable, tuple[str, Callable[..., int]]] = {
 def seq2seq_flops(model: nn.Module, source_length: int = 30, target_length: int = 30) -> int:
     """FLOPs of an encoder-decoder on one source/target pair, in HAT's convention (Wang et al. 2021, §4.3).
 
-    ``model`` has ``encode(src)``, ``decode(tgt, memory, src_padding_mask)`` and an ``output``
+    ``model`` has ``encode(src)``, ``decode(tgt, memory, src_key_padding_mask)`` and an ``output``
     :class:`~torch.nn.Linear` (as :class:`~neuralode_tf.models.Seq2Seq` has). The forward pass of one
     pseudo pair of ``source_length`` and ``target_length`` tokens (no padding) is counted with
     :class:`FlopCounter`, and the output projection, ``2 · target_length · d · vocabulary``, is taken

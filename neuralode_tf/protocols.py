@@ -77,7 +77,7 @@ class Conditioned(Protocol):
     """A module that takes per-batch conditioning by keyword before a solve: ``bind(*, name=value, ...)``.
 
     Its keyword-only parameters name the conditioning it uses (``key_padding_mask``, ``memory``,
-    ``memory_padding_mask``); calling ``bind()`` without them clears them.
+    ``memory_key_padding_mask``); calling ``bind()`` without them clears them.
     """
 
     def bind(self, **conditioning: Any) -> None: ...

@@ -516,7 +516,7 @@ plt.show()
 # well below the paper's 66-73%, so these commands test the orderings rather than the absolute numbers.
 
 # %%
-CIFAR_MODEL = dict(img_size=32, patch_size=4, in_chans=3, dim=192, depth=12, heads=3)
+CIFAR_MODEL = dict(img_size=32, patch_size=4, in_chans=3, dim=192, depth=12, num_heads=3)
 CIFAR_LOOP = dict(epochs=300, batch_size=256, lr=2.5e-4, weight_decay=0.05, warmup_steps=5 * (50_000 // 256))
 CIFAR_ROWS = {
     "sequential": {"field": "split"},

@@ -9,9 +9,11 @@ from neuralode_tf.fields import SplitField
 from neuralode_tf.nn import AttentionBranch, MLPBranch
 
 
-def transformer_field(dim: int = 16, heads: int = 2, dtype: torch.dtype = torch.float64, device="cpu") -> SplitField:
+def transformer_field(
+    dim: int = 16, num_heads: int = 2, dtype: torch.dtype = torch.float64, device="cpu"
+) -> SplitField:
     """A random pre-norm block read as a split field: SplitField(attention, MLP)."""
-    return SplitField(AttentionBranch(dim, heads), MLPBranch(dim)).to(device=device, dtype=dtype)
+    return SplitField(AttentionBranch(dim, num_heads), MLPBranch(dim)).to(device=device, dtype=dtype)
 
 
 def tokens(batch: int = 2, n: int = 8, dim: int = 16, dtype: torch.dtype = torch.float64, device="cpu") -> torch.Tensor:

@@ -24,9 +24,9 @@ ADAPTIVE = {
 FIXED = {"lie_trotter": dict(method="lie_trotter"), "rk4": dict(method="rk4", steps=3)}
 
 
-def _model(field: str, device: torch.device, **solve_kwargs) -> Seq2Seq:
+def _model(field: str, device: torch.device, **solve_options) -> Seq2Seq:
     torch.manual_seed(0)
-    return Seq2Seq(VOCAB, dim=16, num_heads=2, field=field, **solve_kwargs).eval().to(device)
+    return Seq2Seq(VOCAB, dim=16, num_heads=2, field=field, **solve_options).eval().to(device)
 
 
 def _future_leak(model: Seq2Seq, device: torch.device, **forward_kwargs) -> float:

@@ -67,8 +67,8 @@ def test_describe_prints_the_settings_and_the_keys_of_the_preset(capsys):
     # the ViT's keywords, in its signature's order, at the preset's values (and the overrides')
     keywords = [name for name, p in inspect.signature(ViT).parameters.items() if p.kind is not p.VAR_KEYWORD]
     assert list(rows) == [name for name in keywords if name in rows]
-    assert {"patch_size", "dim", "depth", "heads", "field", "num_sets", "mlp_ratio"} <= set(rows)
-    assert rows["dim"] == "48" and rows["depth"] == "2" and rows["field"] == '"parallel"' and rows["heads"] == "4"
+    assert {"patch_size", "dim", "depth", "num_heads", "field", "num_sets", "mlp_hidden"} <= set(rows)
+    assert rows["dim"] == "48" and rows["depth"] == "2" and rows["field"] == '"parallel"' and rows["num_heads"] == "4"
     assert model.splitlines()[-1].startswith("  other keywords go to its encoder and the ODE solve: method, step_size")
     assert data.startswith("data settings (--set data.KEY=VALUE) of the dataset 'digits':") and "  seed" in data
 
@@ -107,7 +107,7 @@ def test_an_unknown_model_key_fails_naming_the_keys_describe_lists(preset, tmp_p
     assert built == {name: p.shape for name, p in PRESETS[preset].build_model(data, {}).state_dict().items()}
 
 
-SMALL_DEMO = ["--dim", "8", "--heads", "2", "--tokens", "4", "--batch", "2"]
+SMALL_DEMO = ["--dim", "8", "--num-heads", "2", "--tokens", "4", "--batch", "2"]
 
 
 def demo_table(capsys, argv: list[str]) -> list[dict[str, str]]:
@@ -139,7 +139,7 @@ def test_the_demo_prints_what_it_claims(sets, capsys):
     assert [row["method"] for row in rows] == [method for method, _ in demo_command.RUNS]
     errors = [float(row["error"]) for row in rows]
     assert all(math.isfinite(error) for error in errors)
-    args = argparse.Namespace(dim=8, heads=2, tokens=4, batch=2, depth=4, sets=sets, seed=0)
+    args = argparse.Namespace(dim=8, num_heads=2, tokens=4, batch=2, depth=4, sets=sets, seed=0)
     field, x = demo_command.problem(args)
     with torch.no_grad():
         discrete = discrete_stack(field, x, depth=4)
@@ -164,5 +164,6 @@ def test_demo_help_lists_its_options(capsys):
         main(["demo", "--help"])
     assert exit_.value.code == 0
     shown = capsys.readouterr().out
-    assert all(option in shown for option in ("--dim", "--heads", "--tokens", "--batch", "--depth", "--sets", "--seed"))
+    options = ("--dim", "--num-heads", "--tokens", "--batch", "--depth", "--sets", "--seed")
+    assert all(option in shown for option in options)
     assert "The first row, Lie-Trotter with Euler and unit" in shown

@@ -94,8 +94,8 @@ def test_continuous_depth_refuses_bad_solve_settings_when_built(settings, error,
 
 
 def test_continuous_depth_refuses_splitting_a_field_without_parts_when_built(device):
-    with pytest.raises(SolverConfigError, match="ParallelField has no non-empty `parts`"):
-        ContinuousDepth(ParallelField(MLPBranch(8)).to(device), method="lie_trotter")
+    with pytest.raises(SolverConfigError, match="Autonomous has no non-empty `parts`"):
+        ContinuousDepth(as_field(MLPBranch(8)).to(device), method="lie_trotter")
 
 
 def test_a_misspelt_conditioning_keyword_is_refused_before_anything_is_bound(device):
@@ -105,7 +105,8 @@ def test_a_misspelt_conditioning_keyword_is_refused_before_anything_is_bound(dev
     with pytest.raises(
         TypeError,
         match=r"conditioning keyword 'key_padding_mak' is taken by no bind\(\) of the field WeightSharedField "
-        r"\(did you mean 'key_padding_mask'\?\); its submodules take: key_padding_mask, memory, memory_padding_mask",
+        r"\(did you mean 'key_padding_mask'\?\); its submodules take: key_padding_mask, memory, "
+        r"memory_key_padding_mask",
     ):
         model(x, key_padding_mak=pad)
     assert torch.equal(solve(model.field, x, [0.0, 2.0], method="lie_trotter", steps=2).y1, bound)  # still bound
@@ -144,19 +145,19 @@ def test_a_bad_padding_mask_is_named_with_the_shape_and_dtype_expected(kind, mas
             torch.zeros(2, 7),
             None,
             TypeError,
-            r"memory_padding_mask must be a bool tensor of shape \(\*batch, n\) = \(2, 7\)",
+            r"memory_key_padding_mask must be a bool tensor of shape \(\*batch, n\) = \(2, 7\)",
         ),
         (
             torch.zeros(2, 6, dtype=torch.bool),
             None,
             ValueError,
-            r"memory_padding_mask must be a bool tensor .*\(2, 7\)",
+            r"memory_key_padding_mask must be a bool tensor .*\(2, 7\)",
         ),
         (None, torch.randn(3, 7, 8), ValueError, r"memory has batch shape \(3,\), but .* has batch shape \(2,\)"),
     ],
     ids=["float", "short", "memory-batch"],
 )
-def test_a_bad_memory_or_memory_padding_mask_is_named(kind, memory_pad, memory, error, match, device):
+def test_a_bad_memory_or_memory_key_padding_mask_is_named(kind, memory_pad, memory, error, match, device):
     model = _model(kind, device)
     x = _x(device)
     memory = None if memory is None else memory.to(device)

@@ -62,10 +62,15 @@ def test_split_field_as_a_plain_field_is_the_sum_of_its_parts(device):
     assert max_abs(SplitField(attn, mlp)(torch.tensor(0.0), x), attn(x) + mlp(x)) == 0.0
 
 
-def test_parallel_field_is_not_splittable(device):
-    field = ParallelField(AttentionBranch(8, 2), MLPBranch(8)).to(device)
-    with pytest.raises(ValueError, match="no non-empty `parts`"):
-        solve(field, torch.randn(1, 3, 8, device=device), [0.0, 1.0], method="lie_trotter", steps=1)
+def test_parallel_field_split_by_lie_trotter_is_the_sequential_block(device):
+    """A ParallelField is the ODE G + F of a SplitField: its parts are G and F, and one Lie-Trotter Euler step of
+    size 1 is the sequential block x + G(x), then + F(.)."""
+    attn, mlp = AttentionBranch(8, 2).to(device), MLPBranch(8).to(device)
+    x = torch.randn(1, 3, 8, device=device)
+    y = solve(ParallelField(attn, mlp), x, [0.0, 1.0], method="lie_trotter", steps=1).y1
+    h = x + attn(x)
+    assert max_abs(y, h + mlp(h)) <= TOL
+    assert max_abs(y, solve(SplitField(attn, mlp), x, [0.0, 1.0], method="lie_trotter", steps=1).y1) == 0.0
 
 
 @pytest.mark.parametrize("num_sets", [12, 6, 4, 3, 2, 1])

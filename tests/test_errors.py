@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from neuralode_tf import solve
-from neuralode_tf.fields import ParallelField, SplitField, as_field
+from neuralode_tf.fields import SplitField, as_field
 from neuralode_tf.nn import AttentionBranch, MLPBranch
 from neuralode_tf.numerics import (
     FieldOutputError,
@@ -236,8 +236,8 @@ def test_what_the_external_backends_need_of_the_state(backend, device):
 def test_splitting_needs_parts(method, device):
     with pytest.raises(SolverConfigError, match="has no non-empty `parts`"):
         solve(Linear().to(device), _y0(device), [0.0, 1.0], method=method, steps=1)
-    with pytest.raises(SolverConfigError, match="ParallelField has no non-empty `parts`"):
-        solve(ParallelField(MLPBranch(3)).to(device), _y0(device), [0.0, 1.0], method=method, steps=1)
+    with pytest.raises(SolverConfigError, match="Autonomous has no non-empty `parts`"):
+        solve(as_field(MLPBranch(3)).to(device), _y0(device), [0.0, 1.0], method=method, steps=1)
 
 
 @pytest.mark.parametrize("backend, method", [("torchdiffeq", "dopri5"), ("torchode", "dopri5"), ("torchode", "tsit5")])

@@ -109,7 +109,7 @@ def test_padding_never_changes_real_outputs(cross, device):
     pad[0, -2:] = True
     memory_pad = torch.zeros(B, M, dtype=torch.bool, device=device)
     memory_pad[1, -3:] = True
-    conditioning = dict(key_padding_mask=pad, memory=memory, memory_padding_mask=memory_pad)
+    conditioning = dict(key_padding_mask=pad, memory=memory, memory_key_padding_mask=memory_pad)
     out = model(x, **conditioning)
     garbage_x, garbage_memory = x.clone(), memory.clone()
     garbage_x[pad] = 1e3 * _randn(int(pad.sum()), D, dtype=torch.float64, device=device)
@@ -130,7 +130,7 @@ def test_masked_logits_do_not_reach_the_convolution(cross, device):
     if cross:
         memory_pad = torch.zeros(B, M, dtype=torch.bool, device=device)
         memory_pad[1, -2:] = True
-        _bind(branch, key_padding_mask=pad, memory=memory, memory_padding_mask=memory_pad)
+        _bind(branch, key_padding_mask=pad, memory=memory, memory_key_padding_mask=memory_pad)
         dead = memory_pad[:, None, None, :] | pad[:, None, :, None]
     else:
         _bind(branch, key_padding_mask=pad)

@@ -211,17 +211,17 @@ def test_vit_runs_or_names_the_bad_argument(spoil, batch, depth, data, device):
     draw = drawer(data, spoil)
     field = draw("field", list(FIELDS), ["serial"])
     num_sets = draw("num_sets", [None, 1, depth], [0, 3, 1.5])
-    method = methods(draw, field in ("split", "evolving", "serial"), ode=field != "discrete")
+    method = methods(draw, field in ("split", "parallel", "evolving", "serial"), ode=field != "discrete")
     no_cost = field in ("evolving", "discrete")
     cost = draw("transport_cost", [None] if no_cost else [None, 0.01], [-1.0] + [0.01] * no_cost)
     images = draw("images", [(1, 4, 4)], [(3, 4, 4), (1, 4, 6), "unbatched", "uint8"])
     pixels = {"unbatched": torch.randn(1, 4, 4), "uint8": torch.zeros(batch, 1, 4, 4, dtype=torch.uint8)}
     x = pixels[images] if images in pixels else torch.randn(batch, *images)
     x = x.to(device)
-    settings = dict(field=field, num_sets=num_sets, method=method, transport_cost=cost)
+    settings = dict(field=field, num_sets=num_sets, method=method, transport_cost=cost, mlp_hidden=2 * DIM)
 
     def build() -> ViT:
-        return ViT(4, 2, 1, num_classes=3, dim=DIM, depth=depth, heads=HEADS, mlp_ratio=2.0, **settings).to(device)
+        return ViT(4, 2, 1, num_classes=3, dim=DIM, depth=depth, num_heads=HEADS, **settings).to(device)
 
     bad = {spoil} - {None}
     model = outcome(build, bad - {"images"})  # images are checked when the model is called
@@ -249,7 +249,7 @@ def test_timm_conversion_runs_or_names_the_bad_argument(spoil, batch, data, devi
     draw = drawer(data, spoil)
     vit = tiny_timm_vit(str(device))
     field = draw("field", ["split", "parallel", "composed", "node"], ["evolving", "serial"])
-    method = methods(draw, field == "split")
+    method = methods(draw, field in ("split", "parallel"))
     steps = draw("steps", [None, 2], [0, -1])
     cost = data.draw(st.sampled_from([None, 0.01]), label="transport_cost")
     images = torch.randn(batch, 3, 8, 8).to(device)
@@ -274,19 +274,19 @@ def test_set_transformer_on_pyg_batches_runs_or_names_the_bad_argument(spoil, si
     torch.manual_seed(0)
     draw = drawer(data, spoil)
     field = draw("field", ["split", "parallel", "composed", "node", "sab"], ["evolving", "serial"])
-    method = methods(draw, field in ("split", "sab", "evolving", "serial"))
+    method = methods(draw, field in ("split", "parallel", "sab", "evolving", "serial"))
     points = draw("points", ["pyg"], ["2-d coordinates", "dense without batch", "dense with a short mask", "dict"])
     clouds = [Data(pos=torch.randn(size, 2 if points == "2-d coordinates" else 3).to(device)) for size in sizes]
     dense = torch.randn(len(sizes), max(sizes), 3).to(device)
     inputs = {
         "dense without batch": (dense[0],),
-        "dense with a short mask": (dense, torch.ones(len(sizes), max(sizes) + 1, dtype=torch.bool).to(device)),
+        "dense with a short mask": (dense, torch.zeros(len(sizes), max(sizes) + 1, dtype=torch.bool).to(device)),
         "dict": ({"pos": clouds[0].pos},),
     }.get(points, (Batch.from_data_list(clouds),))
     encoder = transformer_field(DIM, 2, HEADS, mlp_hidden=2 * DIM) if field == "sab" else field
     settings = dict(dim=DIM, num_heads=HEADS, num_inducing=2, depth=2, num_seeds=num_seeds, field=encoder)
     bad = {spoil} - {None}
-    names = {"points": {"points", "mask"}}.get(spoil, bad)  # a short mask is named as mask=
+    names = {"points": {"points", "key_padding_mask"}}.get(spoil, bad)  # a short mask is named as key_padding_mask=
 
     def build() -> SetTransformer:
         return SetTransformer(4, **settings, method=method).eval().to(device)
@@ -322,7 +322,7 @@ def test_text_classifiers_run_or_name_the_bad_argument(spoil, padded, data, devi
     pad = tokens == PAD
     given_mask = {None: None, "bool": pad, "int": pad.long(), "short": pad[:, 1:], "list": pad.tolist()}[mask]
     if transevolve:
-        settings = dict(dim=DIM, num_heads=HEADS, num_blocks=1, layers_per_block=2, hidden_dim=2 * DIM)
+        settings = dict(dim=DIM, num_heads=HEADS, num_blocks=1, layers_per_block=2, mlp_hidden=2 * DIM)
         build = functools.partial(TransEvolveClassifier, VOCAB, 3, **settings, method=method)
     else:
         settings = dict(dim=DIM, num_heads=HEADS, depth=2, mlp_hidden=2 * DIM, field=field, pooling=pooling)
@@ -338,7 +338,7 @@ def test_text_classifiers_run_or_name_the_bad_argument(spoil, padded, data, devi
     assert max_abs(model(longer, longer_mask), logits) <= 1e-5
 
 
-@pytest.mark.parametrize("spoil", [None, "field", "method", "src", "tgt_padding_mask"])
+@pytest.mark.parametrize("spoil", [None, "field", "method", "src", "tgt_key_padding_mask"])
 @given(src_padded=lengths_strategy(least=1), tgt_padded=lengths_strategy(least=1), data=st.data())
 def test_seq2seq_runs_or_names_the_bad_argument(spoil, src_padded, tgt_padded, data, device):
     """Teacher forcing and greedy decoding; padding appended to the source or the target changes no logit."""
@@ -351,7 +351,7 @@ def test_seq2seq_runs_or_names_the_bad_argument(spoil, src_padded, tgt_padded, d
     src = torch.randint(1, VOCAB, (len(src_lengths), s)).masked_fill(right_padding(src_lengths, s, "cpu"), PAD)
     tgt = torch.randint(1, VOCAB, (len(tgt_lengths), t)).masked_fill(right_padding(tgt_lengths, t, "cpu"), PAD)
     src, tgt = draw("src", [src], [src.float()]).to(device), tgt.to(device)
-    mask = draw("tgt_padding_mask", [None, "bool"], ["short", "list"])
+    mask = draw("tgt_key_padding_mask", [None, "bool"], ["short", "list"])
     pad = tgt == PAD
     tgt_mask = {None: None, "bool": pad, "short": pad[:, 1:], "list": pad.tolist()}[mask]
     settings = dict(dim=DIM, num_heads=HEADS, encoder_depth=1, decoder_depth=2, mlp_hidden=2 * DIM)
@@ -359,13 +359,13 @@ def test_seq2seq_runs_or_names_the_bad_argument(spoil, src_padded, tgt_padded, d
     model = outcome(
         lambda: Seq2Seq(VOCAB, **settings, field=field, method=method).eval().to(device), bad & {"field", "method"}
     )
-    logits = None if model is None else outcome(lambda: model(src, tgt, tgt_padding_mask=tgt_mask), bad)
+    logits = None if model is None else outcome(lambda: model(src, tgt, tgt_key_padding_mask=tgt_mask), bad)
     if logits is None:
         return
     assert logits.shape == (len(src_lengths), t, VOCAB) and torch.isfinite(logits).all()
     padded_src = torch.cat([src, torch.full_like(src[:, :1], PAD)], dim=1)
     padded_tgt = torch.cat([tgt, torch.full_like(tgt[:, :1], PAD)], dim=1)
     padded_mask = None if tgt_mask is None else torch.cat([tgt_mask, torch.ones_like(tgt_mask[:, :1])], dim=1)
-    assert max_abs(model(padded_src, padded_tgt, tgt_padding_mask=padded_mask)[:, :t], logits) <= 1e-5
+    assert max_abs(model(padded_src, padded_tgt, tgt_key_padding_mask=padded_mask)[:, :t], logits) <= 1e-5
     decoded = model.greedy_decode(src, max_len=3, bos=1, eos=2)
     assert decoded.shape[0] == len(src_lengths) and decoded.shape[1] <= 3 and decoded.dtype == torch.long

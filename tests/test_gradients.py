@@ -115,7 +115,7 @@ def test_gradcheck_on_a_tiny_field(name, device):
             "XLA: torch.autograd.grad (which gradcheck calls) is not supported through torch_xla's reentrant "
             "checkpoint, which adjoint='checkpoint' runs there"
         )
-    field = transformer_field(dim=4, heads=2, device=device)
+    field = transformer_field(dim=4, num_heads=2, device=device)
     names = [n for n, _ in field.named_parameters()]
     params = tuple(p.detach().clone().requires_grad_() for p in field.parameters())
     x = tokens(batch=1, n=3, dim=4, device=device).requires_grad_()
@@ -133,7 +133,7 @@ class _Functional(torch.nn.Module):
     def __init__(self, field, params):
         super().__init__()
         self.field, self.params = field, params
-        self.parts = [_FunctionalPart(part, self, f"terms.{i}.") for i, part in enumerate(field.parts)]
+        self.parts = [_FunctionalPart(part, self, f"parts.{i}.") for i, part in enumerate(field.parts)]
 
     def forward(self, t, y):
         return functional_call(self.field, self.params, (t, y))

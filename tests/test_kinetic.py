@@ -77,7 +77,7 @@ def test_every_method_backend_and_gradient_method(config, device):
     params = list(field.parameters())
 
     def run(**settings):
-        model = ContinuousDepth(KineticEnergy(field, weight=0.5), t1=1.0, **settings)
+        model = ContinuousDepth(KineticEnergy(field, transport_cost=0.5), t1=1.0, **settings)
         x1 = model(x)
         loss = x1.sin().mean() + regularization(model)
         return x1.detach(), model.regularization.detach(), backward_grads(loss, params)
@@ -119,8 +119,8 @@ def test_gradcheck_of_the_transport_cost(device):
 
 def test_conventions_paper_and_code(device):
     energy = torch.tensor([1.0, 3.0], device=device)
-    assert KineticEnergy(nn.Identity(), 0.5).transport_cost(energy).item() == pytest.approx(0.5 / 2 * 2.0)
-    assert KineticEnergy(nn.Identity(), 0.5, "code").transport_cost(energy).item() == pytest.approx(0.5 * 2.0)
+    assert KineticEnergy(nn.Identity(), 0.5).cost(energy).item() == pytest.approx(0.5 / 2 * 2.0)
+    assert KineticEnergy(nn.Identity(), 0.5, "code").cost(energy).item() == pytest.approx(0.5 * 2.0)
     with pytest.raises(ValueError, match="unknown convention 'nanogpt'"):
         KineticEnergy(nn.Identity(), 1.0, "nanogpt")
     with pytest.raises(ValueError, match="must be a number >= 0"):
@@ -171,14 +171,14 @@ def _path_ratio(field: nn.Module, x: torch.Tensor, steps: int) -> float:
     return (length / (path[-1] - path[0]).norm(dim=-1)).mean().item()
 
 
-def _train_toy(weight: float, device: torch.device) -> tuple[nn.Module, torch.Tensor]:
+def _train_toy(transport_cost: float, device: torch.device) -> tuple[nn.Module, torch.Tensor]:
     """A one-block OT-Transformer (d = 8, no inner residuals, 10 Euler steps) trained for 100 Adam steps
     to classify the sign of a sum over 6 tokens (128 samples, seed 0)."""
     torch.manual_seed(0)
     x = torch.randn(128, 6, 8).to(device)
     target = (x[:, :, 0].sum(1) > 0).long()
     field = ComposedField([(AttentionBranch(8, 2), MLPBranch(8, 16))], inner_residuals=False).to(device)
-    encoder = ContinuousDepth(KineticEnergy(field, weight), method="euler", steps=10)
+    encoder = ContinuousDepth(KineticEnergy(field, transport_cost), method="euler", steps=10)
     head = nn.Linear(8, 2).to(device)
     optimizer = torch.optim.Adam([*encoder.parameters(), *head.parameters()], lr=1e-2)
     for _ in range(100):
@@ -195,5 +195,5 @@ def _train_toy(weight: float, device: torch.device) -> tuple[nn.Module, torch.Te
 
 def test_transport_cost_straightens_trajectories(device):
     """λ = 1 makes the trained flow straighter: path length / displacement drops from 1.14 to 1.02."""
-    ratios = {weight: _path_ratio(*_train_toy(weight, device), steps=10) for weight in (0.0, 1.0)}
+    ratios = {cost: _path_ratio(*_train_toy(cost, device), steps=10) for cost in (0.0, 1.0)}
     assert ratios[1.0] < ratios[0.0] - 0.05, ratios

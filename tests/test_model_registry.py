@@ -10,6 +10,7 @@ import pytest
 import torch
 from torch import Tensor, nn
 
+from neuralode_tf import ContinuousDepth
 from neuralode_tf.data import Splits, TensorSplit, Vocabulary
 from neuralode_tf.models import (
     PAD,
@@ -57,9 +58,9 @@ def _small_model_and_inputs(name: str, device: torch.device) -> tuple[nn.Module,
         inputs = (tokens,)
     elif builder in (SetTransformer, ReferenceSetTransformer):
         model = create_model(name, **overrides)
-        real = torch.ones(BATCH, 10, dtype=torch.bool)
-        real[1, 7:] = False
-        inputs = (torch.randn(BATCH, 10, 3), real)
+        pad = torch.zeros(BATCH, 10, dtype=torch.bool)
+        pad[1, 7:] = True
+        inputs = (torch.randn(BATCH, 10, 3), pad)
     elif builder in (Seq2Seq, TransEvolveSeq2Seq):
         vocab = {"src_vocab_size" if builder is Seq2Seq else "vocab_size": VOCAB}
         model = create_model(name, **vocab, **overrides)
@@ -78,6 +79,30 @@ def test_every_registered_model_runs_forward_and_backward(name, device):
     out.float().square().mean().backward()
     grads = [p.grad for p in model.parameters() if p.grad is not None]
     assert grads and all(torch.isfinite(g).all() for g in grads)
+
+
+_EULER = {
+    "deit_tiny_digits",
+    "ot_catsdogs_ode",
+    "ot_imdb_ode",
+    "ot_imdb_ode_tweets",
+    "ot_mnist_ode",
+    "ot_mnist_ode_digits",
+    "ot_modelnet40_ode",
+    "ot_modelnet40_ode_shapes3d",
+}
+"""The registered models whose ODEs default to ``euler``: parallel blocks and composed fields. The discrete
+``ot_*_baseline`` models of Kan et al.'s text and sets have no ODE; every other model defaults to ``lie_trotter``."""
+
+
+@pytest.mark.cpu_only("the default solve method of each registered model")
+@pytest.mark.parametrize("name", list_models())
+def test_every_registered_model_keeps_its_default_method(name):
+    """The default method goes by the kind of field: a ParallelField has parts, yet its models keep ``euler``."""
+    model, _ = _small_model_and_inputs(name, torch.device("cpu"))
+    methods = {m.solve_options["method"] for m in model.modules() if isinstance(m, ContinuousDepth)}
+    expected = set() if name in ("ot_imdb_baseline", "ot_modelnet40_baseline") else {"lie_trotter"}
+    assert methods == ({"euler"} if name in _EULER else expected)
 
 
 @pytest.mark.cpu_only("the registry's bookkeeping, no tensors")
@@ -110,8 +135,10 @@ _DIGITS = _data("image", 10, torch.zeros(1, 1, 8, 8))
 _TWEETS, _TWEETS_12K = _data("tokens", 3, vocab=13938), _data("tokens", 3, vocab=6603)
 _REVERSE = _data("seq2seq", None, vocab=14)
 _TINY = dict(dim=64, num_heads=4)
-_MNIST_VIT = dict(patch_size=7, depth=1, heads=1, attention_only=True, attention=dict(qkv_bias=False, out_proj=False))
-_CATS_DOGS_VIT = dict(patch_size=16, dim=128, heads=8, mlp_ratio=1.0, attention=dict(qkv_bias=False, head_dim=64))
+_MNIST_VIT = dict(
+    patch_size=7, depth=1, num_heads=1, attention_only=True, attention=dict(qkv_bias=False, out_proj=False)
+)
+_CATS_DOGS_VIT = dict(patch_size=16, dim=128, num_heads=8, mlp_hidden=128, attention=dict(qkv_bias=False, head_dim=64))
 _IMDB = dict(dim=256, num_heads=8, mlp_hidden=1024, norm="post", activation="relu", pooling="max")
 _ISAB = dict(num_inducing=16, num_seeds=1, num_heads=4, dropout=0.5)
 _OT_VIT = dict(field="composed", steps=20, transport_cost=0.01)
@@ -120,7 +147,7 @@ _OT_SET = dict(dim=200, field="composed", steps=8, transport_cost=1.0)
 
 
 def _digits_vit(d: Splits, **o: Any) -> nn.Module:
-    settings = dict(img_size=8, patch_size=2, in_chans=1, dim=48, depth=4, heads=4, field="parallel")
+    settings = dict(img_size=8, patch_size=2, in_chans=1, dim=48, depth=4, num_heads=4, field="parallel")
     return ViT(num_classes=d.num_classes, **{**settings, **o})
 
 

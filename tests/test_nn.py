@@ -85,7 +85,7 @@ def test_fully_padded_causal_query_is_finite(device):
 
 
 def test_branches_accept_any_leading_dims(device):
-    attn, mlp = AttentionBranch(8, 2).to(device), MLPBranch(8, hidden_dim=16).to(device)
+    attn, mlp = AttentionBranch(8, 2).to(device), MLPBranch(8, mlp_hidden=16).to(device)
     x = torch.randn(2, 3, 5, 8, device=device)
     for branch in (attn, mlp):
         batched = branch(x)
@@ -123,11 +123,11 @@ def test_continuous_depth_binds_masks_and_memory(device):
     pad = torch.tensor([[False] * 5, [False, False, False, True, True]], device=device)
     memory_pad = torch.zeros(2, 7, dtype=torch.bool, device=device)
     memory_pad[1, 4:] = True
-    out = model(x, key_padding_mask=pad, memory=memory, memory_padding_mask=memory_pad)
+    out = model(x, key_padding_mask=pad, memory=memory, memory_key_padding_mask=memory_pad)
     garbage, garbage_memory = x.clone(), memory.clone()
     garbage[1, 3:] = 100.0
     garbage_memory[1, 4:] = -100.0
-    out_garbage = model(garbage, key_padding_mask=pad, memory=garbage_memory, memory_padding_mask=memory_pad)
+    out_garbage = model(garbage, key_padding_mask=pad, memory=garbage_memory, memory_key_padding_mask=memory_pad)
     assert (out[~pad] - out_garbage[~pad]).abs().max().item() <= 1e-5
     alone = model(x[1:, :3], memory=memory[1:, :4])
     assert (out[1, :3] - alone[0]).abs().max().item() <= 1e-5

@@ -145,8 +145,8 @@ def test_reference_set_transformer_ignores_padding(field, device):
     model = model.double().eval().to(device)
     points = torch.randn(2, 6, 3, dtype=torch.float64).to(device)
     padded = torch.cat([points, torch.full((2, 3, 3), 7.0, dtype=torch.float64, device=device)], dim=1)
-    mask = torch.arange(9, device=device) < 6
-    assert (model(padded, mask.expand(2, -1)) - model(points)).abs().max().item() <= 1e-10
+    pad = torch.arange(9, device=device) >= 6
+    assert (model(padded, key_padding_mask=pad.expand(2, -1)) - model(points)).abs().max().item() <= 1e-10
     with pytest.raises(ValueError, match="field='split' cannot read them"):
         ReferenceSetTransformer(5, dim=16, num_heads=2, field="split")
 
@@ -187,7 +187,7 @@ def test_discrete_reading_is_the_split_stack_for_pre_norm_blocks(device):
 def test_field_norm_puts_a_layer_norm_in_the_composed_field(device):
     """The released code's ln_f inside the field: the transport cost then no longer grows with the state's norm."""
     torch.manual_seed(0)
-    common = dict(img_size=8, patch_size=2, in_chans=1, num_classes=3, dim=16, depth=2, heads=2, field="composed")
+    common = dict(img_size=8, patch_size=2, in_chans=1, num_classes=3, dim=16, depth=2, num_heads=2, field="composed")
     plain = ViT(**common, steps=4, transport_cost=1.0).double().to(device)
     normed = ViT(**common, field_norm=True, steps=4, transport_cost=1.0).double().to(device)
     norm = normed.encoder.field.field.final_norm

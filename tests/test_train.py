@@ -19,7 +19,7 @@ from neuralode_tf.train import OT_VARIANTS, NonFiniteLossError, TrainConfig, app
 from neuralode_tf.train.cli import main
 from neuralode_tf.train.tasks import Task
 
-TINY = {"dim": 16, "depth": 2, "heads": 2}
+TINY = {"dim": 16, "depth": 2, "num_heads": 2}
 
 
 def tiny(out_dir: Path, **settings) -> TrainConfig:
@@ -165,12 +165,12 @@ def test_config_file_with_overrides(tmp_path):
     config = tmp_path / "run.toml"
     config.write_text(
         'preset = "vit_digits"\nepochs = 1\nbatch_size = 32\nwarmup_steps = 0\nmax_steps = 2\nprogress = false\n'
-        "[model]\ndim = 16\ndepth = 2\nheads = 2\n"
+        "[model]\ndim = 16\ndepth = 2\nnum_heads = 2\n"
     )
     out = tmp_path / "out"
     assert main(["train", "--config", str(config), "--out-dir", str(out), "--set", "max_steps=3", "model.depth=1"]) == 0
     saved = json.loads((out / "config.json").read_text())
-    assert saved["max_steps"] == 3 and saved["model"] == {"dim": 16, "depth": 1, "heads": 2}
+    assert saved["max_steps"] == 3 and saved["model"] == {"dim": 16, "depth": 1, "num_heads": 2}
     assert json.loads((out / "metrics.json").read_text())["steps"] == 3
 
 

@@ -51,7 +51,7 @@ NB = setup(versions=("matplotlib",), work="tutorial03")
 
 # %%
 torch.manual_seed(0)
-model = ViT(8, 2, 1, 10, dim=32, depth=1, heads=1, attention_only=True, field="composed", steps=20, transport_cost=0.5)
+model = ViT(8, 2, 1, 10, dim=32, depth=1, num_heads=1, attention_only=True, field="composed", steps=20, transport_cost=0.5)
 images = torch.rand(4, 1, 8, 8)
 logits = model(images)
 encoder = model.encoder

@@ -31,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 SEEDS = (0, 1, 2)
 EPOCHS = 30
 SETS = (12, 6, 4, 3, 2, 1)
-FAMILY = dict(depth=12, dim=32, heads=4, patch_size=4)  # the notebook's 12-layer digits models
+FAMILY = dict(depth=12, dim=32, num_heads=4, patch_size=4)  # the notebook's 12-layer digits models
 SETTINGS = dict(epochs=EPOCHS, progress=False, warmup_steps=50)  # the notebook's full preset
 GROUPS = {  # group -> {variant: model overrides}, as the notebook's EXPERIMENTS
     "preset": {"sequential": {"field": "split"}, "parallel": {"field": "parallel"}, "parallel_rk4": {"method": "rk4"}},

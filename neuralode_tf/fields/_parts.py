@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from torch import Tensor, nn
 
 from .._checks import required_positionals
@@ -46,16 +48,29 @@ def add(a: State, b: State) -> State:
 
 
 class SumOfParts(nn.Module):
-    """Base of fields that are the sum of their parts: ``f(t, y) = Σ_i f_i(t, y)``."""
+    """Base of fields that are the sum of their parts: ``f(t, y) = Σ_i f_i(t, y)``.
+
+    The parts are :attr:`parts`, so every such field is :class:`~neuralode_tf.protocols.Splittable`: the
+    splitting methods of :func:`~neuralode_tf.solve` may step them one after another.
+    """
 
     def __init__(self, *parts: nn.Module):
         super().__init__()
         if not parts:
             raise ValueError(f"{type(self).__name__} needs at least one part")
-        self.terms = nn.ModuleList(as_field(p) for p in parts)
+        super().__setattr__("parts", nn.ModuleList(as_field(p) for p in parts))  # the submodule ``parts``
+
+    @property
+    def parts(self) -> nn.ModuleList:
+        """The parts as fields ``(t, y) -> dy``, in stepping order (state-dict keys ``parts.0...``).
+
+        A property over the submodule, so that the capability is found on the class, where
+        ``isinstance(field, Splittable)`` looks for it from Python 3.12.
+        """
+        return cast(nn.ModuleList, self._modules["parts"])
 
     def forward(self, t: Tensor, y: State) -> State:
-        out = self.terms[0](t, y)
-        for term in self.terms[1:]:
-            out = add(out, term(t, y))
+        out = self.parts[0](t, y)
+        for part in self.parts[1:]:
+            out = add(out, part(t, y))
         return out

@@ -25,7 +25,7 @@ class KineticEnergy(nn.Module):
     per sample, where ``n d`` is the number of entries of one sample's state (tokens times width;
     the sum over the tensors of a tuple state), or of its real tokens when a padding mask is bound
     (:meth:`bind`). ``e(0) = 0``, so ``e(T) = (1/nd) ∫_0^T ||f||² dt``,
-    the transport cost of Kan et al. (2025, eq. 8) before its weight. The energy is integrated by
+    the transport cost of Kan et al. (2025, eq. 8) before its factor ``λ``. The energy is integrated by
     the same method as ``x``: with Euler and steps ``h_m`` it is ``Σ_m h_m ||f(x_m)||² / (nd)``,
     the sum the released code accumulates, and with an adaptive method it is controlled by the
     same tolerances.
@@ -42,7 +42,7 @@ class KineticEnergy(nn.Module):
     integral); with Lie-Trotter Euler the energy is the left-point sum above. It costs one extra
     evaluation of ``f`` per step.
 
-    **Transport cost.** :meth:`transport_cost` turns ``e(T)`` into the term added to the loss:
+    **Transport cost.** :meth:`cost` turns ``e(T)`` into the term added to the loss:
 
     * ``convention="paper"``: ``λ/2 · mean_b e_b(T)``, eq. 8 (the expectation over the data is
       the batch mean);
@@ -57,19 +57,19 @@ class KineticEnergy(nn.Module):
     Args:
         field: The field ``f``: ``(t, x) -> dx`` or a branch ``x -> dx``. Its state may be a
             tensor ``(B, ...)`` or a tuple of them.
-        weight: ``λ >= 0``. ``0`` measures the energy without adding it to the loss (the
-            unregularised OT-Transformer).
+        transport_cost: ``λ >= 0`` (as the models' ``transport_cost``). ``0`` measures the energy without
+            adding it to the loss (the unregularised OT-Transformer).
         convention: ``"paper"`` or ``"code"``.
     """
 
-    def __init__(self, field: nn.Module, weight: float = 1.0, convention: str = "paper"):
+    def __init__(self, field: nn.Module, transport_cost: float = 1.0, convention: str = "paper"):
         super().__init__()
-        if not (isinstance(weight, (int, float)) and weight >= 0):
-            raise ValueError(f"weight (λ, the models' transport_cost) must be a number >= 0, got {weight!r}")
+        if not (isinstance(transport_cost, (int, float)) and transport_cost >= 0):
+            raise ValueError(f"transport_cost (λ) must be a number >= 0, got {transport_cost!r}")
         if convention not in TRANSPORT_CONVENTIONS:
             raise ValueError(f"unknown convention {convention!r}; valid: {', '.join(map(repr, TRANSPORT_CONVENTIONS))}")
         self.field = as_field(field)
-        self.weight = float(weight)
+        self.transport_cost = float(transport_cost)
         self.convention = convention
         self._key_padding_mask: Tensor | None = None
 
@@ -80,13 +80,13 @@ class KineticEnergy(nn.Module):
         return (*x, energy) if isinstance(x, tuple) else (x, energy)
 
     def final_state(self, y: tuple[Tensor, ...]) -> tuple[State, Tensor]:
-        """``x(T)`` and the :meth:`transport_cost` of ``e(T)``, from the augmented state at ``T``."""
+        """``x(T)`` and the :meth:`cost` of ``e(T)``, from the augmented state at ``T``."""
         x, energy = _unpack(y)
-        return x, self.transport_cost(energy)
+        return x, self.cost(energy)
 
-    def transport_cost(self, energy: Tensor) -> Tensor:
-        """``λ/2 · mean(e)`` (``convention="paper"``) or ``λ · mean(e)`` (``"code"``)."""
-        scale = self.weight / 2 if self.convention == "paper" else self.weight
+    def cost(self, energy: Tensor) -> Tensor:
+        """The transport cost of ``e``: ``λ/2 · mean(e)`` (``convention="paper"``) or ``λ · mean(e)`` (``"code"``)."""
+        scale = self.transport_cost / 2 if self.convention == "paper" else self.transport_cost
         return scale * energy.mean()
 
     def bind(self, *, key_padding_mask: Tensor | None = None) -> None:
@@ -130,7 +130,7 @@ class KineticEnergy(nn.Module):
         return (_EnergyPart(self.field, self.energy_rate), *(_MovingPart(part) for part in parts))
 
     def extra_repr(self) -> str:
-        return f"weight={self.weight}, convention={self.convention!r}"
+        return f"transport_cost={self.transport_cost}, convention={self.convention!r}"
 
 
 def _unpack(y: tuple[Tensor, ...]) -> tuple[State, Tensor]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from torch import nn
-
 from ._parts import SumOfParts
 
 __all__ = ["SplitField"]
@@ -25,8 +23,3 @@ class SplitField(SumOfParts):
         *parts: Residual branches ``x -> dx`` (e.g. :class:`~neuralode_tf.nn.AttentionBranch`) or
             fields ``(t, x) -> dx``, in the order a splitting method steps them.
     """
-
-    @property
-    def parts(self) -> tuple[nn.Module, ...]:
-        """The parts as fields ``(t, x) -> dx``, in stepping order."""
-        return tuple(self.terms)

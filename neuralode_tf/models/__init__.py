@@ -1,11 +1,14 @@
 """Model front-ends: continuous-depth transformers for images (ViT, timm conversion), sets, text, signals and
 sequence-to-sequence tasks, and one registry of named model configurations.
 
-Every model takes a field (or builds the default one) and the solve settings of its
-:class:`~neuralode_tf.ContinuousDepth` stack(s) (``method``, ``steps`` / ``step_size``,
-``adjoint``, ...). The default, ``method="lie_trotter"`` with one Euler step per unit of
-depth-time, computes the discrete pre-norm network the field was read from. A model's parameter
-count is ``sum(p.numel() for p in model.parameters())``.
+Every model takes ``field``, the name of a reading of its own blocks (:data:`FIELDS`) or a ready-made field
+module, and the solve settings of its :class:`~neuralode_tf.ContinuousDepth` stack(s) (``method``, ``steps`` /
+``step_size``, ``adjoint``, ...). The default method with one Euler step per unit of depth-time
+(``lie_trotter``, or ``euler`` for parallel blocks) computes the discrete network the field was read from. The
+classifiers split as timm's, ``forward = forward_head(forward_features(...))``; the encoder-decoders have
+``encode`` and ``decode``. Padding masks are True at padding, named as in :class:`torch.nn.Transformer`
+(``key_padding_mask``, ``src_key_padding_mask``, ``tgt_key_padding_mask``, ``memory_key_padding_mask``). A
+model's parameter count is ``sum(p.numel() for p in model.parameters())``.
 
 The registry (:mod:`~neuralode_tf.models.registry`, in the style of timm) names the papers' architectures
 and the models of the training presets: :func:`list_models` lists the names (``list_models("ot_*")``),

@@ -18,7 +18,7 @@ __all__ = ["transformer_field", "decoder_field"]
 def transformer_field(
     dim: int,
     depth: int,
-    heads: int,
+    num_heads: int,
     *,
     mlp_hidden: int | None = None,
     field: str = "split",
@@ -52,7 +52,7 @@ def transformer_field(
     Args:
         dim: Token width ``d``.
         depth: Number of layers ``D``: the field lives on ``[0, D]``, one unit of time per layer.
-        heads: Attention heads; must divide ``dim``.
+        num_heads: Attention heads; must divide ``dim``.
         mlp_hidden: Hidden width of the MLP (default ``4 * dim``).
         field: ``"split"``, ``"parallel"``, ``"composed"`` or ``"evolving"`` (``"node"`` is a chain of
             fields: :func:`~neuralode_tf.models.stack_encoder`).
@@ -64,12 +64,12 @@ def transformer_field(
             :class:`~neuralode_tf.nn.EvolvingAttentionBranch` es (``alpha``, ``beta``, ``kernel_size``).
     """
     sets = _transformer_sets(
-        dim, heads, depth, mlp_hidden, num_sets, attention_only, _evolving_settings(field, evolving)
+        dim, num_heads, depth, mlp_hidden, num_sets, attention_only, _evolving_settings(field, evolving)
     )
     return _stack_field(sets, depth, field, inner_residuals)
 
 
-def _evolving_settings(field: str | nn.Module, evolving: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def _evolving_settings(field: object, evolving: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The :class:`~neuralode_tf.nn.EvolvingAttentionBranch` settings of a front-end: a dict for
     ``field="evolving"`` (empty for the branch's defaults), None for any other field, which takes none."""
     if field == "evolving":
@@ -81,7 +81,7 @@ def _evolving_settings(field: str | nn.Module, evolving: Mapping[str, Any] | Non
 
 def _transformer_sets(
     dim: int,
-    heads: int,
+    num_heads: int,
     depth: int,
     mlp_hidden: int | None,
     num_sets: int | None,
@@ -119,8 +119,8 @@ def _transformer_sets(
 
     def attend() -> nn.Module:
         if evolving is not None:
-            return EvolvingAttentionBranch(dim, heads, **evolving)
-        return sublayer(AttentionBranch(dim, heads, prenorm=prenorm, **dict(attention or {})))
+            return EvolvingAttentionBranch(dim, num_heads, **evolving)
+        return sublayer(AttentionBranch(dim, num_heads, prenorm=prenorm, **dict(attention or {})))
 
     def mlp() -> nn.Module:
         return sublayer(MLPBranch(dim, mlp_hidden, activation=activation, prenorm=prenorm))

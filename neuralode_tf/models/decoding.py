@@ -27,12 +27,12 @@ class EncoderDecoder(nn.Module):
     generated.
     """
 
-    def encode(self, src: Tensor, src_padding_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def encode(self, src: Tensor, src_key_padding_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """The memory ``(B, S, dim)`` of ``src`` ``(B, S)`` and its padding mask (default ``src == PAD``)."""
         raise NotImplementedError
 
     def decode(
-        self, tgt_in: Tensor, memory: Tensor, src_padding_mask: Tensor, tgt_padding_mask: Tensor | None = None
+        self, tgt_in: Tensor, memory: Tensor, src_key_padding_mask: Tensor, tgt_key_padding_mask: Tensor | None = None
     ) -> Tensor:
         """Next-token logits ``(B, T, vocab)`` at every position of ``tgt_in`` ``(B, T)``, given the memory."""
         raise NotImplementedError
@@ -41,8 +41,8 @@ class EncoderDecoder(nn.Module):
         self,
         src: Tensor,
         tgt_in: Tensor,
-        src_padding_mask: Tensor | None = None,
-        tgt_padding_mask: Tensor | None = None,
+        src_key_padding_mask: Tensor | None = None,
+        tgt_key_padding_mask: Tensor | None = None,
         *,
         causal_prefixes: bool = False,
     ) -> Tensor:
@@ -58,40 +58,40 @@ class EncoderDecoder(nn.Module):
         position: exactly the logits that :meth:`greedy_decode` and :meth:`beam_search` compute,
         whatever the solver.
         """
-        memory, src_padding_mask = self.encode(src, src_padding_mask)
+        memory, src_key_padding_mask = self.encode(src, src_key_padding_mask)
         if not causal_prefixes:
-            return self.decode(tgt_in, memory, src_padding_mask, tgt_padding_mask)
-        tgt_padding_mask = _padding(tgt_in, tgt_padding_mask, "tgt_in", "tgt_padding_mask")
+            return self.decode(tgt_in, memory, src_key_padding_mask, tgt_key_padding_mask)
+        tgt_key_padding_mask = _padding(tgt_in, tgt_key_padding_mask, "tgt_in", "tgt_key_padding_mask")
         with _solved_by_prefix():
             return torch.cat(
                 [
-                    self.decode(tgt_in[:, :end], memory, src_padding_mask, tgt_padding_mask[:, :end])[:, -1:]
+                    self.decode(tgt_in[:, :end], memory, src_key_padding_mask, tgt_key_padding_mask[:, :end])[:, -1:]
                     for end in range(1, tgt_in.shape[1] + 1)
                 ],
                 dim=1,
             )
 
-    def score(self, src: Tensor, tokens: Tensor, bos: int, src_padding_mask: Tensor | None = None) -> Tensor:
+    def score(self, src: Tensor, tokens: Tensor, bos: int, src_key_padding_mask: Tensor | None = None) -> Tensor:
         """``log p(tokens | src)`` ``(B,)``: the sum of the log-probabilities of ``tokens`` ``(B, T)``
         (without ``bos``, ``PAD`` after ``eos``) that decoding maximises, with ``PAD`` excluded from the softmax."""
         tgt_in = torch.cat([torch.full_like(tokens[:, :1], bos), tokens[:, :-1]], dim=1)
-        log_probs = _log_probs(self(src, tgt_in, src_padding_mask))
+        log_probs = _log_probs(self(src, tgt_in, src_key_padding_mask))
         picked = log_probs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
         return picked.masked_fill(tokens.eq(PAD), 0.0).sum(dim=-1)
 
     @torch.no_grad()
     def greedy_decode(
-        self, src: Tensor, max_len: int, bos: int, eos: int, src_padding_mask: Tensor | None = None
+        self, src: Tensor, max_len: int, bos: int, eos: int, src_key_padding_mask: Tensor | None = None
     ) -> Tensor:
         """The most probable next token, step by step: tokens ``(B, T)``, ``T <= max_len``.
 
         Rows hold the generated tokens without ``bos``, up to and including ``eos``, then ``PAD``.
         """
-        memory, src_padding_mask = self.encode(src, src_padding_mask)
+        memory, src_key_padding_mask = self.encode(src, src_key_padding_mask)
         seqs = torch.full((src.shape[0], 1), bos, dtype=torch.long, device=src.device)
         done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
         for _ in range(max_len):
-            token = self._next_log_probs(seqs, memory, src_padding_mask).argmax(dim=-1).masked_fill(done, PAD)
+            token = self._next_log_probs(seqs, memory, src_key_padding_mask).argmax(dim=-1).masked_fill(done, PAD)
             seqs = torch.cat([seqs, token.unsqueeze(1)], dim=1)
             done = done | token.eq(eos)
             if bool(done.all()):
@@ -108,7 +108,7 @@ class EncoderDecoder(nn.Module):
         eos: int,
         *,
         length_penalty: float = 0.0,
-        src_padding_mask: Tensor | None = None,
+        src_key_padding_mask: Tensor | None = None,
     ) -> Tensor:
         """Beam search: for each source, the best of ``beam_size`` hypotheses kept at every step.
 
@@ -122,15 +122,15 @@ class EncoderDecoder(nn.Module):
             Tokens ``(B, T)`` as in :meth:`greedy_decode`.
         """
         batch, k = src.shape[0], beam_size
-        memory, src_padding_mask = self.encode(src, src_padding_mask)
-        memory, src_padding_mask = memory.repeat_interleave(k, 0), src_padding_mask.repeat_interleave(k, 0)
+        memory, src_key_padding_mask = self.encode(src, src_key_padding_mask)
+        memory, src_key_padding_mask = memory.repeat_interleave(k, 0), src_key_padding_mask.repeat_interleave(k, 0)
         seqs = torch.full((batch * k, 1), bos, dtype=torch.long, device=src.device)
         scores = torch.full((batch, k), -torch.inf, device=src.device)
         scores[:, 0] = 0.0  # one live hypothesis to start with; the other slots fill on the first step
         lengths = torch.zeros(batch, k, dtype=torch.long, device=src.device)
         done = torch.zeros(batch, k, dtype=torch.bool, device=src.device)
         for _ in range(max_len):
-            log_probs = self._next_log_probs(seqs, memory, src_padding_mask).view(batch, k, -1)
+            log_probs = self._next_log_probs(seqs, memory, src_key_padding_mask).view(batch, k, -1)
             vocab = log_probs.shape[-1]
             stay = torch.full_like(log_probs, -torch.inf)
             stay[..., PAD] = 0.0  # a finished hypothesis continues with PAD at no cost
@@ -150,10 +150,10 @@ class EncoderDecoder(nn.Module):
         tokens = seqs.view(batch, k, -1)[torch.arange(batch, device=src.device), top, 1:]
         return tokens[:, : int(lengths.gather(1, top.unsqueeze(1)).max())]
 
-    def _next_log_probs(self, seqs: Tensor, memory: Tensor, src_padding_mask: Tensor) -> Tensor:
+    def _next_log_probs(self, seqs: Tensor, memory: Tensor, src_key_padding_mask: Tensor) -> Tensor:
         """Log-probabilities ``(N, vocab)`` of the token after the prefixes ``seqs`` ``(N, t)``."""
         with _solved_by_prefix():
-            return _log_probs(self.decode(seqs, memory, src_padding_mask)[:, -1])
+            return _log_probs(self.decode(seqs, memory, src_key_padding_mask)[:, -1])
 
 
 @contextlib.contextmanager

@@ -40,7 +40,7 @@ class NODETransformer(nn.Module):
         transport_cost: ``λ``, or ``None`` for no kinetic-energy augmentation.
         convention: The transport-cost convention (``"paper"`` or ``"code"``, see
             :class:`~neuralode_tf.fields.KineticEnergy`).
-        method, steps, step_size, **solve_kwargs: Solve settings of every ODE
+        method, steps, step_size, **solve_options: Solve settings of every ODE
             (:class:`~neuralode_tf.ContinuousDepth`; default one Euler step over ``[0, T]``).
 
     Attributes:
@@ -57,7 +57,7 @@ class NODETransformer(nn.Module):
         method: str = "euler",
         steps: int | None = None,
         step_size: float | None = None,
-        **solve_kwargs: Any,
+        **solve_options: Any,
     ):
         super().__init__()
         if not blocks:
@@ -65,7 +65,7 @@ class NODETransformer(nn.Module):
         fields = [BlockIncrementField(block) for block in blocks]
         if transport_cost is not None:
             fields = [KineticEnergy(field, transport_cost, convention) for field in fields]
-        settings = dict(method=method, steps=steps, step_size=step_size, **solve_kwargs)
+        settings = dict(method=method, steps=steps, step_size=step_size, **solve_options)
         self.odes = nn.ModuleList(ContinuousDepth(field, t1, **settings) for field in fields)
 
     def forward(self, x: Tensor, **conditioning: Any) -> Tensor:

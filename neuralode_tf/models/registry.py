@@ -71,20 +71,22 @@ def create_model(name: str, **overrides: Any) -> nn.Module:
 
 # Vision Transformers ------------------------------------------------------------------------------------------
 
-_DEIT_TINY = dict(dim=192, depth=12, heads=3)
-_DIGITS_VIT = dict(img_size=8, patch_size=2, in_chans=1, num_classes=10, dim=48, depth=4, heads=4, field="parallel")
+_DEIT_TINY = dict(dim=192, depth=12, num_heads=3)
+_DIGITS_VIT = dict(
+    img_size=8, patch_size=2, in_chans=1, num_classes=10, dim=48, depth=4, num_heads=4, field="parallel"
+)
 _SINKFORMERS_MNIST = dict(
     img_size=28,
     patch_size=7,
     in_chans=1,
     num_classes=10,
     depth=1,
-    heads=1,
+    num_heads=1,
     attention_only=True,
     attention=dict(qkv_bias=False, out_proj=False),
 )
 _CATS_DOGS = dict(
-    img_size=224, patch_size=16, in_chans=3, num_classes=2, dim=128, heads=8, mlp_ratio=1.0,
+    img_size=224, patch_size=16, in_chans=3, num_classes=2, dim=128, num_heads=8, mlp_hidden=128,
     attention=dict(qkv_bias=False, head_dim=64),
 )
 _OT = dict(field="composed", transport_cost=0.01, steps=20)  # Kan et al.'s ViTs: one field on [0, 1], 20 Euler steps

@@ -10,6 +10,7 @@ from torch import Tensor, nn
 from ..continuous import ContinuousDepth
 from .blocks import _evolving_settings, decoder_field, transformer_field
 from .decoding import EncoderDecoder
+from .stack import _named_field
 from .text import TokenEmbedding, _padding
 
 __all__ = ["Seq2Seq"]
@@ -32,11 +33,11 @@ class Seq2Seq(EncoderDecoder):
     ``eos`` are chosen by the caller. Teacher forcing and decoding come from
     :class:`~neuralode_tf.models.EncoderDecoder`.
 
-    The fields are pluggable: ``encoder`` and ``decoder`` take any field on ``[0, encoder_depth]``
+    The fields are pluggable: ``field`` takes a pair of any fields on ``[0, encoder_depth]``
     and ``[0, decoder_depth]``. :class:`~neuralode_tf.ContinuousDepth` calls ``bind`` on every
     submodule of a field that has one, with ``key_padding_mask`` (the encoder: source padding;
     the decoder: target padding), and for the decoder also ``memory`` ``(B, S, dim)`` and
-    ``memory_padding_mask`` ``(B, S)``; a decoder field must be causal in the target positions
+    ``memory_key_padding_mask`` ``(B, S)``; a decoder field must be causal in the target positions
     for teacher forcing and decoding to agree.
 
     Args:
@@ -44,15 +45,18 @@ class Seq2Seq(EncoderDecoder):
         tgt_vocab_size: Target token ids (default: ``src_vocab_size``).
         dim, num_heads: Width and attention heads of the default fields.
         encoder_depth, decoder_depth: Depth-time of the encoder and the decoder (blocks of the default fields).
-        encoder, decoder: Fields to use instead of :func:`~neuralode_tf.models.transformer_field` and
-            :func:`~neuralode_tf.models.decoder_field`.
-        num_sets: Independent parameter sets of each default field (weight sharing across depth).
-        mlp_hidden: Hidden width of the default fields' MLPs (default ``4 * dim``).
-        field: The default fields' attention: ``"split"`` (vanilla) or ``"evolving"``, the EA-Transformer
-            of Wang et al. (2021, §4.3): evolving attention in the encoder self-attention, the decoder
-            self-attention and the encoder-decoder attention, each with its own convolution
-            (:func:`~neuralode_tf.models.transformer_field` and :func:`~neuralode_tf.models.decoder_field`
-            with ``evolving`` settings), and skip connections in the encoder only.
+        field: The name of a reading of the model's own blocks as continuous depth
+            (:data:`~neuralode_tf.models.FIELDS`, :func:`~neuralode_tf.models.stack_encoder`), or a ready-made
+            field module ``(t, x) -> dx/dt`` on ``[0, depth]`` (then leave out the arguments that configure the
+            own blocks); here one name for both stacks, or a pair ``(encoder field, decoder field)`` of modules
+            on ``[0, encoder_depth]`` and ``[0, decoder_depth]``. The names: ``"split"`` (default, vanilla
+            attention: :func:`~neuralode_tf.models.transformer_field` and
+            :func:`~neuralode_tf.models.decoder_field`) or ``"evolving"``, the EA-Transformer of Wang et al.
+            (2021, §4.3): evolving attention in the encoder self-attention, the decoder self-attention and the
+            encoder-decoder attention, each with its own convolution (the same builders with ``evolving``
+            settings), and skip connections in the encoder only.
+        num_sets: Independent parameter sets of each field the model builds (weight sharing across depth).
+        mlp_hidden: Hidden width of the MLPs of the fields the model builds (default ``4 * dim``).
         evolving: For ``field="evolving"``: settings of the
             :class:`~neuralode_tf.nn.EvolvingAttentionBranch` es (``alpha``, ``beta``, ``kernel_size``).
             The encoder's take them as given; the decoder's take ``α = 0``, no skip connection (eq. 4:
@@ -61,7 +65,7 @@ class Seq2Seq(EncoderDecoder):
             the rest as given, so their convolutions (``β``, ``kernel_size``) stay.
         tie_output: Share the output projection with the target embedding.
         share_embeddings: One embedding table for source and target (needs equal vocabulary sizes).
-        method, steps, step_size, **solve_kwargs: Solve settings of both
+        method, steps, step_size, **solve_options: Solve settings of both
             :class:`~neuralode_tf.ContinuousDepth` stacks. The default, ``lie_trotter`` with one
             Euler step per unit of time, is the discrete pre-norm transformer.
 
@@ -77,18 +81,16 @@ class Seq2Seq(EncoderDecoder):
         encoder_depth: int = 2,
         decoder_depth: int = 2,
         *,
-        encoder: nn.Module | None = None,
-        decoder: nn.Module | None = None,
+        field: str | tuple[nn.Module, nn.Module] = "split",
         num_sets: int | None = None,
         mlp_hidden: int | None = None,
-        field: str = "split",
         evolving: Mapping[str, Any] | None = None,
         tie_output: bool = True,
         share_embeddings: bool = False,
         method: str = "lie_trotter",
         steps: int | None = None,
         step_size: float | None = None,
-        **solve_kwargs: Any,
+        **solve_options: Any,
     ):
         super().__init__()
         tgt_vocab_size = src_vocab_size if tgt_vocab_size is None else tgt_vocab_size
@@ -97,22 +99,28 @@ class Seq2Seq(EncoderDecoder):
                 f"share_embeddings needs one vocabulary, got src_vocab_size={src_vocab_size}, "
                 f"tgt_vocab_size={tgt_vocab_size}"
             )
-        if field not in ("split", "evolving"):
-            raise ValueError(
-                f"Seq2Seq builds field='split' or 'evolving', got {field!r}; pass encoder=/decoder= fields"
-            )
         evolving = _evolving_settings(field, evolving)
         sizes = dict(num_sets=num_sets, mlp_hidden=mlp_hidden)
-        if encoder is None:
-            encoder = transformer_field(dim, encoder_depth, num_heads, field=field, evolving=evolving, **sizes)
-        if decoder is None:  # skip connections in the encoder only (Wang et al. 2021, §4.3): α = 0 in the decoder
+
+        def build(name: str) -> tuple[nn.Module, nn.Module]:
+            # skip connections in the encoder only (Wang et al. 2021, §4.3): α = 0 in the decoder
             decoder_evolving = None if evolving is None else {**evolving, "alpha": 0.0}
-            decoder = decoder_field(dim, num_heads, decoder_depth, evolving=decoder_evolving, **sizes)
-        solve_kwargs.update(method=method, steps=steps, step_size=step_size)
+            return (
+                transformer_field(dim, encoder_depth, num_heads, field=name, evolving=evolving, **sizes),
+                decoder_field(dim, num_heads, decoder_depth, evolving=decoder_evolving, **sizes),
+            )
+
+        fields = _named_field(field, build, valid=("split", "evolving"), **sizes)
+        if fields is None:
+            if not (isinstance(field, tuple) and len(field) == 2 and all(isinstance(f, nn.Module) for f in field)):
+                raise TypeError(f"Seq2Seq's ready-made field is a pair (encoder field, decoder field), got {field!r}")
+            fields = field
+        encoder, decoder = fields
+        solve_options.update(method=method, steps=steps, step_size=step_size)
         self.src_embed = TokenEmbedding(src_vocab_size, dim)
         self.tgt_embed = self.src_embed if share_embeddings else TokenEmbedding(tgt_vocab_size, dim)
-        self.encoder = ContinuousDepth(encoder, t1=encoder_depth, **solve_kwargs)
-        self.decoder = ContinuousDepth(decoder, t1=decoder_depth, **solve_kwargs)
+        self.encoder = ContinuousDepth(encoder, t1=encoder_depth, **solve_options)
+        self.decoder = ContinuousDepth(decoder, t1=decoder_depth, **solve_options)
         self.encoder_norm = nn.LayerNorm(dim)
         self.decoder_norm = nn.LayerNorm(dim)
         self.output = nn.Linear(dim, tgt_vocab_size, bias=False)
@@ -128,21 +136,21 @@ class Seq2Seq(EncoderDecoder):
             self.output.weight = self.tgt_embed.weight
         return self
 
-    def encode(self, src: Tensor, src_padding_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def encode(self, src: Tensor, src_key_padding_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """The memory ``(B, S, dim)`` of ``src`` ``(B, S)`` and its padding mask (default ``src == PAD``)."""
-        src_padding_mask = _padding(src, src_padding_mask, "src", "src_padding_mask")
-        x = self.encoder(self.src_embed(src, src_padding_mask), key_padding_mask=src_padding_mask)
-        return self.encoder_norm(x), src_padding_mask
+        src_key_padding_mask = _padding(src, src_key_padding_mask, "src", "src_key_padding_mask")
+        x = self.encoder(self.src_embed(src, src_key_padding_mask), key_padding_mask=src_key_padding_mask)
+        return self.encoder_norm(x), src_key_padding_mask
 
     def decode(
-        self, tgt_in: Tensor, memory: Tensor, src_padding_mask: Tensor, tgt_padding_mask: Tensor | None = None
+        self, tgt_in: Tensor, memory: Tensor, src_key_padding_mask: Tensor, tgt_key_padding_mask: Tensor | None = None
     ) -> Tensor:
         """Next-token logits ``(B, T, tgt_vocab)`` at every position of ``tgt_in`` ``(B, T)``, given the memory."""
-        tgt_padding_mask = _padding(tgt_in, tgt_padding_mask, "tgt_in", "tgt_padding_mask")
+        tgt_key_padding_mask = _padding(tgt_in, tgt_key_padding_mask, "tgt_in", "tgt_key_padding_mask")
         y = self.decoder(
-            self.tgt_embed(tgt_in, tgt_padding_mask),
-            key_padding_mask=tgt_padding_mask,
+            self.tgt_embed(tgt_in, tgt_key_padding_mask),
+            key_padding_mask=tgt_key_padding_mask,
             memory=memory,
-            memory_padding_mask=src_padding_mask,
+            memory_key_padding_mask=src_key_padding_mask,
         )
         return self.output(self.decoder_norm(y))

@@ -55,8 +55,8 @@ class _CrossAttention(nn.Module):
         self.attn = AttentionBranch(dim, num_heads, context_dim=dim)
         self.norm_context = nn.LayerNorm(dim)
 
-    def forward(self, x: Tensor, y: Tensor, y_padding_mask: Tensor | None = None) -> Tensor:
-        return self.attn(x, context=self.norm_context(y), key_padding_mask=y_padding_mask)
+    def forward(self, x: Tensor, y: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
+        return self.attn(x, context=self.norm_context(y), key_padding_mask=key_padding_mask)
 
 
 class MAB(nn.Module):
@@ -70,7 +70,7 @@ class MAB(nn.Module):
         mlp_hidden: Hidden width of rFF (default ``4 * dim``).
 
     Shapes:
-        ``x``: ``(*batch, n, dim)``; ``y``: ``(*batch, m, dim)``; ``y_padding_mask``: bool
+        ``x``: ``(*batch, n, dim)``; ``y``: ``(*batch, m, dim)``; ``key_padding_mask``: bool
         ``(*batch, m)``, True at padding (those elements of ``Y`` are never attended to).
     """
 
@@ -79,8 +79,8 @@ class MAB(nn.Module):
         self.attend = _CrossAttention(dim, num_heads)
         self.mlp = MLPBranch(dim, mlp_hidden)
 
-    def forward(self, x: Tensor, y: Tensor, y_padding_mask: Tensor | None = None) -> Tensor:
-        h = x + self.attend(x, y, y_padding_mask)
+    def forward(self, x: Tensor, y: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
+        h = x + self.attend(x, y, key_padding_mask)
         return h + self.mlp(h)
 
 

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 from .._checks import check_padding_mask
 from ..fields import Sublayer
 from .set_transformer import _dense
-from .stack import stack_encoder
+from .stack import _named_field, stack_encoder
 
 __all__ = ["ReferenceMAB", "reference_isab", "ReferenceSetTransformer"]
 
@@ -60,17 +60,17 @@ class ReferenceMAB(nn.Module):
         self.ln0 = nn.LayerNorm(dim)
         self.feed_forward = Sublayer(nn.Sequential(nn.Linear(dim, dim), nn.ReLU()), norm=nn.LayerNorm(dim))
 
-    def attend(self, x: Tensor, y: Tensor, y_padding_mask: Tensor | None = None) -> Tensor:
-        """``[softmax(Q_h K_h^T / sqrt(d)) V_h]_h``, ``(*batch, n, d)``; keys at ``y_padding_mask`` (True at
+    def attend(self, x: Tensor, y: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
+        """``[softmax(Q_h K_h^T / sqrt(d)) V_h]_h``, ``(*batch, n, d)``; keys at ``key_padding_mask`` (True at
         padding) get no weight."""
         projected = (self.fc_q(x), self.fc_k(y), self.fc_v(y))
         q, k, v = (z.unflatten(-1, (self.num_heads, -1)).transpose(-3, -2) for z in projected)
-        mask = None if y_padding_mask is None else ~y_padding_mask[..., None, None, :]
+        mask = None if key_padding_mask is None else ~key_padding_mask[..., None, None, :]
         scale = self.fc_q.out_features**-0.5
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale).transpose(-3, -2).flatten(-2)
 
-    def forward(self, x: Tensor, y: Tensor, y_padding_mask: Tensor | None = None) -> Tensor:
-        return self.feed_forward(self.ln0(self.fc_q(x) + self.attend(x, y, y_padding_mask)))
+    def forward(self, x: Tensor, y: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
+        return self.feed_forward(self.ln0(self.fc_q(x) + self.attend(x, y, key_padding_mask)))
 
 
 class _InducedAttention(nn.Module):
@@ -129,12 +129,17 @@ class ReferenceSetTransformer(nn.Module):
         depth: Number of ISABs.
         num_seeds: PMA seeds ``k``; their outputs are concatenated for the head.
         dropout: Before and after PMA (0.5, as ``nn.Dropout()`` in the reference).
-        field: ``"discrete"``, ``"composed"`` or ``"node"`` (:func:`~neuralode_tf.models.stack_encoder`).
+        field: The name of a reading of the model's own blocks as continuous depth
+            (:data:`~neuralode_tf.models.FIELDS`, :func:`~neuralode_tf.models.stack_encoder`), or a ready-made
+            field module ``(t, x) -> dx/dt`` on ``[0, depth]`` (then leave out the arguments that configure the
+            own blocks): ``"discrete"`` (default), ``"composed"`` or ``"node"``; the points are lifted to
+            ``dim`` for any but ``"discrete"``.
         field_norm: For ``"composed"``: a LayerNorm inside the field, as the released OT code's ``ln_f``.
         **encoder: Solve settings and ``transport_cost`` of :func:`~neuralode_tf.models.stack_encoder`.
 
-    Shapes: as :meth:`~neuralode_tf.models.SetTransformer.forward` (dense points with a mask, True at
-    real points, or a torch_geometric batch).
+    Shapes: as :meth:`~neuralode_tf.models.SetTransformer.forward` (dense points with a
+    ``key_padding_mask``, True at padding, or a torch_geometric batch), and as there
+    ``forward = forward_head(forward_features(...))``, the features being the pooled seeds.
     """
 
     def __init__(
@@ -148,7 +153,7 @@ class ReferenceSetTransformer(nn.Module):
         num_seeds: int = 1,
         *,
         dropout: float = 0.5,
-        field: str = "discrete",
+        field: str | nn.Module = "discrete",
         field_norm: bool = False,
         **encoder: Any,
     ):
@@ -157,7 +162,7 @@ class ReferenceSetTransformer(nn.Module):
         self.embed = nn.Linear(in_dim, dim) if lifted else nn.Identity()
         self.in_dim = in_dim
         widths = [dim if lifted or i else in_dim for i in range(depth)]
-        blocks = [reference_isab(width, dim, num_heads, num_inducing) for width in widths]
+        blocks = _named_field(field, lambda _: [reference_isab(w, dim, num_heads, num_inducing) for w in widths])
         final_norm = nn.LayerNorm(dim) if field_norm else None
         self.encoder = stack_encoder(field, depth, blocks, final_norm=final_norm, **encoder)
         self.dropout = nn.Dropout(dropout)
@@ -165,16 +170,23 @@ class ReferenceSetTransformer(nn.Module):
         self.pool = ReferenceMAB(dim, dim, dim, num_heads)
         self.head = nn.Linear(num_seeds * dim, num_classes)
 
-    def forward(self, points: Any, mask: Tensor | None = None) -> Tensor:
-        """Logits ``(B, num_classes)``; padded points never reach the real points or the pooling."""
-        points, real = _dense(points, mask)
+    def forward_features(self, points: Any, key_padding_mask: Tensor | None = None) -> Tensor:
+        """The pooled features ``(B, num_seeds, dim)``; padded points never reach the real points or the pooling."""
+        points, pad = _dense(points, key_padding_mask)
         if points.shape[-1] != self.in_dim or points.dtype != self.head.weight.dtype:
             raise ValueError(
                 f"points must have in_dim={self.in_dim} coordinates of the model's dtype {self.head.weight.dtype}, "
                 f"got {points.shape[-1]} of {points.dtype}"
             )
-        pad = ~real
         x = self.encoder(self.embed(points.masked_fill(pad.unsqueeze(-1), 0.0)), key_padding_mask=pad)
         seeds = self.seeds.expand(*x.shape[:-2], -1, -1)
-        pooled = self.pool(seeds, self.dropout(x), pad)
-        return self.head(self.dropout(pooled).flatten(-2))
+        return self.pool(seeds, self.dropout(x), pad)
+
+    def forward_head(self, features: Tensor) -> Tensor:
+        """Logits ``(B, num_classes)`` of the pooled features: dropout, the seeds concatenated, the linear head."""
+        return self.head(self.dropout(features).flatten(-2))
+
+    def forward(self, points: Any, key_padding_mask: Tensor | None = None) -> Tensor:
+        """Logits ``(B, num_classes)``; ``points`` and ``key_padding_mask`` as in
+        :meth:`SetTransformer.forward_features <neuralode_tf.models.SetTransformer.forward_features>`."""
+        return self.forward_head(self.forward_features(points, key_padding_mask))

@@ -10,7 +10,7 @@ from torch import Tensor, nn
 
 from .._checks import check_padding_mask
 from .set_blocks import PMA, _isab_sets
-from .stack import stack_encoder
+from .stack import _named_field, stack_encoder
 
 __all__ = ["SetTransformer"]
 
@@ -36,10 +36,12 @@ class SetTransformer(nn.Module):
         num_inducing: Inducing points ``m`` per ISAB.
         depth: Depth-time ``D``, the number of ISABs of the default field.
         num_seeds: PMA seeds ``k``; their outputs are concatenated for the head.
-        field: How the ``depth`` pre-norm ISABs become continuous depth: ``"split"`` (default,
-            :func:`~neuralode_tf.models.isab_field`), ``"parallel"``, ``"composed"`` or ``"node"``
-            (:func:`~neuralode_tf.models.stack_encoder`); or a ready-made field on ``[0, depth]``
-            whose modules take ``bind(key_padding_mask=...)``, e.g. the SAB encoder
+        field: The name of a reading of the model's own blocks as continuous depth
+            (:data:`~neuralode_tf.models.FIELDS`, :func:`~neuralode_tf.models.stack_encoder`), or a ready-made
+            field module ``(t, x) -> dx/dt`` on ``[0, depth]`` (then leave out the arguments that configure the
+            own blocks): ``"split"`` (default, the ``depth`` pre-norm ISABs of
+            :func:`~neuralode_tf.models.isab_field`), ``"parallel"``, ``"composed"`` or ``"node"``; a ready-made
+            field's modules take ``bind(key_padding_mask=...)``, e.g. the SAB encoder
             :func:`~neuralode_tf.models.transformer_field` (self-attention, ``O(n^2)``).
         num_sets: Independent parameter sets of the default field (weight sharing across depth).
         mlp_hidden: Hidden width of every rFF (default ``dim``: the reference's rFF is one
@@ -51,7 +53,9 @@ class SetTransformer(nn.Module):
             default for ``"split"``, ``lie_trotter`` with one Euler step per unit of time, is the
             discrete pre-norm ISAB stack.
 
-    The parameter count is ``sum(p.numel() for p in model.parameters())``.
+    ``forward = forward_head(forward_features(...))`` as in timm, the features being the pooled seeds
+    (pooling needs the padding mask, so it comes before the head). The parameter count is
+    ``sum(p.numel() for p in model.parameters())``.
     """
 
     def __init__(
@@ -73,53 +77,58 @@ class SetTransformer(nn.Module):
         super().__init__()
         mlp_hidden = dim if mlp_hidden is None else mlp_hidden
         self.embed = nn.Linear(in_dim, dim)
-        sets = None
-        if not isinstance(field, nn.Module):
-            sets = _isab_sets(dim, num_heads, num_inducing, depth, num_sets, mlp_hidden)
+        sets = _named_field(
+            field, lambda _: _isab_sets(dim, num_heads, num_inducing, depth, num_sets, mlp_hidden), num_sets=num_sets
+        )
         self.encoder = stack_encoder(field, depth, sets, **encoder)
         self.dropout = nn.Dropout(dropout)
         self.pool = PMA(dim, num_heads, num_seeds, mlp_hidden)
         self.norm = nn.LayerNorm(dim)
         self.head = nn.Linear(num_seeds * dim, num_classes)
 
-    def encode(self, points: Any, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """Encoder features ``(B, N, dim)``, zero at padding, and the mask ``(B, N)``, True at real points.
+    def forward_features(self, points: Any, key_padding_mask: Tensor | None = None) -> Tensor:
+        """The pooled features ``(B, num_seeds, dim)``: encoder (its output zeroed at padding), dropout, PMA, norm.
 
         ``points`` is a ``torch_geometric.data.Batch`` (or ``Data``) whose ``pos`` is batched by
         ``batch``, densified with ``torch_geometric.utils.to_dense_batch``; or a dense ``(B, N, in_dim)``
-        tensor with ``mask`` ``(B, N)``, **True at real points** (as ``to_dense_batch`` returns it;
-        default: all real). Every set needs at least one real point.
+        tensor with ``key_padding_mask`` ``(B, N)``, **True at padding** (as in :class:`torch.nn.MultiheadAttention`;
+        ``to_dense_batch`` returns the opposite, True at real points: pass ``~mask``; default: all real).
+        Every set needs at least one real point.
         """
-        points, real = _dense(points, mask)
+        points, pad = _dense(points, key_padding_mask)
         if points.shape[-1] != self.embed.in_features or points.dtype != self.embed.weight.dtype:
             raise ValueError(
                 f"points must have in_dim={self.embed.in_features} coordinates of the model's dtype "
                 f"{self.embed.weight.dtype}, got {points.shape[-1]} of {points.dtype}"
             )
-        pad = ~real
         x = self.embed(points.masked_fill(pad.unsqueeze(-1), 0.0))
-        x = self.encoder(x, key_padding_mask=pad)
-        return x.masked_fill(pad.unsqueeze(-1), 0.0), real
+        x = self.encoder(x, key_padding_mask=pad).masked_fill(pad.unsqueeze(-1), 0.0)
+        return self.norm(self.pool(self.dropout(x), pad))
 
-    def forward(self, points: Any, mask: Tensor | None = None) -> Tensor:
-        """Logits ``(B, num_classes)``; ``points`` and ``mask`` as in :meth:`encode`."""
-        x, real = self.encode(points, mask)
-        pooled = self.norm(self.pool(self.dropout(x), ~real))
-        return self.head(self.dropout(pooled).flatten(-2))
+    def forward_head(self, features: Tensor) -> Tensor:
+        """Logits ``(B, num_classes)`` of the pooled features: dropout, the seeds concatenated, the linear head."""
+        return self.head(self.dropout(features).flatten(-2))
+
+    def forward(self, points: Any, key_padding_mask: Tensor | None = None) -> Tensor:
+        """Logits ``(B, num_classes)``; ``points`` and ``key_padding_mask`` as in :meth:`forward_features`."""
+        return self.forward_head(self.forward_features(points, key_padding_mask))
 
 
-def _dense(points: Any, mask: Tensor | None) -> tuple[Tensor, Tensor]:
-    """``(points (B, N, d), mask (B, N) True at real points)`` from a dense tensor or a torch_geometric batch."""
+def _dense(points: Any, key_padding_mask: Tensor | None) -> tuple[Tensor, Tensor]:
+    """``(points (B, N, d), key_padding_mask (B, N) True at padding)`` from a dense tensor or a torch_geometric
+    batch."""
     if isinstance(points, Tensor):
         if points.ndim != 3:
             raise ValueError(f"dense points must be (B, N, in_dim), got shape {tuple(points.shape)}")
-        if mask is None:
-            return points, torch.ones(points.shape[:2], dtype=torch.bool, device=points.device)
-        real = mask.bool() if isinstance(mask, Tensor) else mask
-        check_padding_mask(real, "mask", points.shape[:-1], "points", marks="real points")
-        return points, real
-    if mask is not None:
-        raise ValueError("mask= goes with dense points; a torch_geometric batch carries its own `batch` vector")
+        if key_padding_mask is None:
+            return points, torch.zeros(points.shape[:2], dtype=torch.bool, device=points.device)
+        pad = key_padding_mask.bool() if isinstance(key_padding_mask, Tensor) else key_padding_mask
+        check_padding_mask(pad, "key_padding_mask", points.shape[:-1], "points")
+        return points, pad
+    if key_padding_mask is not None:
+        raise ValueError(
+            "key_padding_mask= goes with dense points; a torch_geometric batch carries its own `batch` vector"
+        )
     if not isinstance(getattr(points, "pos", None), Tensor):
         raise TypeError(
             f"points must be a dense tensor or a torch_geometric batch with `pos`, got {type(points).__name__}"
@@ -129,6 +138,7 @@ def _dense(points: Any, mask: Tensor | None) -> tuple[Tensor, Tensor]:
     except ImportError as err:
         raise ImportError(
             "batched point clouds need torch-geometric (pip install 'neuralode-tf[graph]'); "
-            "or pass dense points (B, N, d) with a mask (B, N)"
+            "or pass dense points (B, N, d) with a key_padding_mask (B, N)"
         ) from err
-    return to_dense_batch(points.pos, getattr(points, "batch", None))
+    dense, real = to_dense_batch(points.pos, getattr(points, "batch", None))
+    return dense, ~real

@@ -32,7 +32,8 @@ class SignalClassifier(TextClassifier):
 
     The encoder and its arguments are those of :class:`~neuralode_tf.models.TextClassifier`
     (``dim``, ``num_heads``, ``depth``, ``field``, ``num_sets``, solve settings); only the
-    embedding differs. ``forward(signal (B, L)) -> logits (B, num_classes)``.
+    embedding differs. ``forward(signal (B, L)) -> logits (B, num_classes)`` is
+    ``forward_head(forward_features(signal))``, the features pooled ``(B, dim)``.
 
     Args:
         num_classes: Number of output classes.
@@ -44,5 +45,10 @@ class SignalClassifier(TextClassifier):
         super().__init__(vocab_size=1, num_classes=num_classes, **kwargs)
         self.embed = SignalEmbedding(patch, self.head.in_features)
 
-    def forward(self, signal: Tensor) -> Tensor:
-        return self.classify(self.embed(signal), None)
+    # A signal has no padding: no key_padding_mask, unlike the text classifier's methods.
+    def forward_features(self, signal: Tensor) -> Tensor:  # type: ignore[override]
+        """The pooled features ``(B, dim)`` of ``signal`` ``(B, L)``."""
+        return self._pooled(self.embed(signal), None)
+
+    def forward(self, signal: Tensor) -> Tensor:  # type: ignore[override]
+        return self.forward_head(self.forward_features(signal))

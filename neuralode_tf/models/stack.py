@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from torch import nn
 
@@ -30,6 +30,8 @@ FIELDS = ("split", "parallel", "composed", "node", "evolving", "discrete")
 
 _SUMS = {"split": SplitField, "parallel": ParallelField}
 
+_Built = TypeVar("_Built")
+
 
 def stack_encoder(
     field: str | nn.Module,
@@ -43,7 +45,7 @@ def stack_encoder(
     method: str | None = None,
     steps: int | None = None,
     step_size: float | None = None,
-    **solve_kwargs: Any,
+    **solve_options: Any,
 ) -> nn.Module:
     """The continuous-depth encoder ``x(0) -> x(T)`` of a stack of ``depth`` blocks, in one of the readings
     of :data:`FIELDS`; block ``i`` uses the parameter set ``sets[i * len(sets) // depth]``.
@@ -64,7 +66,10 @@ def stack_encoder(
     and :class:`~neuralode_tf.models.NODETransformer`; ``"discrete"``
     (:class:`~neuralode_tf.models.DiscreteStack`) is the discrete stack for any blocks, also those
     that are no Euler step (post-norm :class:`~neuralode_tf.fields.Sublayer` s), and takes no solve settings.
-    Give ``steps`` for more steps (e.g. 20 Euler steps on ``[0, 1]`` in Kan et al.'s MNIST experiment).
+    Give ``steps`` for more steps (e.g. 20 Euler steps on ``[0, 1]`` in Kan et al.'s MNIST experiment). The
+    default method goes by the kind of field, for a ready-made one too: ``euler`` for parallel blocks (though a
+    :class:`~neuralode_tf.fields.ParallelField` has parts) and for fields without parts, ``lie_trotter`` for the
+    other fields with parts.
 
     Args:
         field: A name from :data:`FIELDS`, or a ready-made field ``(t, x) -> dx``, integrated over ``[0, t1]``.
@@ -78,7 +83,7 @@ def stack_encoder(
         transport_cost: ``λ``: augment with the kinetic energy (:class:`~neuralode_tf.fields.KineticEnergy`)
             and report ``λ/2 · mean e(T)`` as the encoder's ``regularization`` (for ``"node"``, one per ODE).
             ``0`` measures the energy without regularising; ``None`` (default) does not augment.
-        method, steps, step_size, **solve_kwargs: Solve settings (:class:`~neuralode_tf.ContinuousDepth`).
+        method, steps, step_size, **solve_options: Solve settings (:class:`~neuralode_tf.ContinuousDepth`).
     """
     if field not in FIELDS and not isinstance(field, nn.Module):
         raise ValueError(f"unknown field {field!r}; valid: {', '.join(map(repr, FIELDS))} or a field module")
@@ -88,7 +93,7 @@ def stack_encoder(
         raise ValueError(f"field={field!r} needs the parameter sets of the blocks")
     if field == "evolving" and transport_cost is not None:
         raise ValueError("transport_cost is not supported with field='evolving' (its state carries logit maps)")
-    settings = dict(steps=steps, step_size=step_size, **solve_kwargs)
+    settings = dict(steps=steps, step_size=step_size, **solve_options)
     if field == "discrete":
         ode = dict(settings, t1=t1, transport_cost=transport_cost, method=method)
         given = [k for k, v in ode.items() if v is not None]
@@ -136,12 +141,39 @@ def _stack_field(
     return WeightSharedField([_SUMS[field](*branches) for branches in sets], depth)
 
 
-def _encoder(field: nn.Module, t1: float, method: str | None, **solve_kwargs: Any) -> ContinuousDepth:
-    """``ContinuousDepth`` over ``[0, t1]``; by default the discrete stack the field was read from.
+def _encoder(field: nn.Module, t1: float, method: str | None, **solve_options: Any) -> ContinuousDepth:
+    """``ContinuousDepth`` over ``[0, t1]``; by default (``method=None``) the discrete stack the field was read from."""
+    return ContinuousDepth(field, t1=t1, method=method or _default_method(field), **solve_options)
 
-    ``method=None`` picks ``"lie_trotter"`` for a field with ``parts`` and ``"euler"`` otherwise, which
-    with the default unit steps compute the residual blocks themselves.
+
+def _default_method(field: nn.Module) -> str:
+    """The method whose unit steps compute the blocks ``field`` was read from, by the kind of field.
+
+    ``"euler"`` for parallel blocks (a field made of :class:`~neuralode_tf.fields.ParallelField` s, whose block is
+    one Euler step of the sum, Zhong et al. 2022, eq. 4), although they have parts; ``"lie_trotter"`` for the other
+    fields with parts (split blocks, evolving attention: one part after another); ``"euler"`` for fields without
+    parts (composed blocks).
     """
-    if method is None:
-        method = "lie_trotter" if parts_of(field) else "euler"
-    return ContinuousDepth(field, t1=t1, method=method, **solve_kwargs)
+    if any(isinstance(module, ParallelField) for module in field.modules()):
+        return "euler"
+    return "lie_trotter" if parts_of(field) else "euler"
+
+
+def _named_field(
+    field: object, build: Callable[[str], _Built], *, valid: Sequence[str] = FIELDS, **block_settings: Any
+) -> _Built | None:
+    """What a front-end builds for its ``field`` argument, which every front-end documents in one sentence: "The
+    name of a reading of the model's own blocks as continuous depth (...), or a ready-made field module (...)".
+
+    For the name of a reading (one of ``valid``) it is ``build(name)``, e.g. the parameter sets of the model's own
+    blocks that :func:`stack_encoder` reads. For a ready-made field it is ``None``, and the front-end's
+    ``block_settings`` (its arguments that configure only its own blocks) must be left unset (``None``/``False``).
+    """
+    if not isinstance(field, str):
+        given = [name for name, value in block_settings.items() if value is not None and value is not False]
+        if given:
+            raise ValueError(f"{given} configure the model's own blocks; with a ready-made field leave them out")
+        return None
+    if field not in valid:
+        raise ValueError(f"unknown field {field!r}; valid: {', '.join(map(repr, valid))} or a ready-made field")
+    return build(field)

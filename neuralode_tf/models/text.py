@@ -11,7 +11,7 @@ from torch import Tensor, nn
 
 from .._checks import check_padding_mask
 from .blocks import _evolving_settings, _transformer_sets
-from .stack import stack_encoder
+from .stack import _named_field, stack_encoder
 
 __all__ = ["PAD", "sinusoidal_positions", "TokenEmbedding", "TextClassifier"]
 
@@ -89,10 +89,12 @@ class TextClassifier(nn.Module):
         vocab_size: Number of token ids; id :data:`PAD` (0) is padding.
         num_classes: Number of output classes.
         dim, num_heads, depth: Width, heads and depth-time ``D`` (the number of blocks of the default field).
-        field: How the ``depth`` blocks become continuous depth: ``"split"`` (default),
-            ``"parallel"``, ``"composed"``, ``"node"``, ``"evolving"`` or ``"discrete"``
-            (:func:`~neuralode_tf.models.stack_encoder`), or a ready-made field on ``[0, depth]``. Every
-            module with ``bind`` (the :class:`~neuralode_tf.nn.AttentionBranch`\\ es) receives the padding mask.
+        field: The name of a reading of the model's own blocks as continuous depth
+            (:data:`~neuralode_tf.models.FIELDS`, :func:`~neuralode_tf.models.stack_encoder`), or a ready-made
+            field module ``(t, x) -> dx/dt`` on ``[0, depth]`` (then leave out the arguments that configure the
+            own blocks): ``"split"`` (default), ``"parallel"``, ``"composed"``, ``"node"``, ``"evolving"`` or
+            ``"discrete"``. Every module with ``bind`` (the :class:`~neuralode_tf.nn.AttentionBranch`\\ es)
+            receives the padding mask.
         num_sets: Independent parameter sets of the default field (weight sharing, Zhong et al. 2022).
         mlp_hidden: Hidden width of the default field's MLPs (default ``4 * dim``).
         norm: ``"pre"`` (default) or ``"post"``: pre-norm blocks, or the post-norm blocks ``LN(u + b(u))`` of
@@ -111,7 +113,9 @@ class TextClassifier(nn.Module):
             default for ``"split"``, ``lie_trotter`` with one Euler step per unit of time, is the
             discrete pre-norm transformer.
 
-    The parameter count is ``sum(p.numel() for p in model.parameters())``.
+    The model splits as timm's do: ``forward = forward_head(forward_features(...))``, the features being the
+    pooled ``(B, dim)`` (pooling needs the padding mask, so it comes before the head). The parameter count is
+    ``sum(p.numel() for p in model.parameters())``.
     """
 
     def __init__(
@@ -139,32 +143,42 @@ class TextClassifier(nn.Module):
             raise ValueError(f"pooling must be 'mean' or 'max', got {pooling!r}")
         self.pooling = pooling
         self.embed = TokenEmbedding(vocab_size, dim)
-        sets = None
-        if not isinstance(field, nn.Module):
-            sets = _transformer_sets(
+        sets = _named_field(
+            field,
+            lambda _: _transformer_sets(
                 dim, num_heads, depth, mlp_hidden, num_sets, False, evolving, norm=norm, activation=activation
-            )
+            ),
+            num_sets=num_sets,
+            mlp_hidden=mlp_hidden,
+        )
         final_norm = nn.LayerNorm(dim) if field_norm else None
         self.encoder = stack_encoder(field, depth, sets, final_norm=final_norm, **encoder)
         self.norm = nn.LayerNorm(dim)
         self.dropout = nn.Dropout(dropout)
         self.head = nn.Linear(dim, num_classes)
 
-    def forward(self, tokens: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
-        """Logits ``(B, num_classes)`` of ``tokens`` ``(B, L)``.
+    def forward_features(self, tokens: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
+        """The pooled features ``(B, dim)`` of ``tokens`` ``(B, L)``: embedding, encoder, final norm, masked pooling.
 
         ``key_padding_mask`` ``(B, L)`` is True at padding; by default it is ``tokens == PAD``.
         Every sequence needs at least one real token.
         """
         key_padding_mask = _padding(tokens, key_padding_mask, "tokens", "key_padding_mask")
-        return self.classify(self.embed(tokens, key_padding_mask), key_padding_mask)
+        return self._pooled(self.embed(tokens, key_padding_mask), key_padding_mask)
 
-    def classify(self, x: Tensor, key_padding_mask: Tensor | None) -> Tensor:
-        """Logits of embedded tokens ``x`` ``(B, L, dim)``: encoder, final norm, masked pooling, head.
+    def forward_head(self, features: Tensor) -> Tensor:
+        """Logits ``(B, num_classes)`` of the pooled features: dropout, then the linear head."""
+        return self.head(self.dropout(features))
 
-        ``key_padding_mask`` ``(B, L)`` is True at padding, or ``None`` when nothing is padded."""
+    def forward(self, tokens: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
+        """Logits ``(B, num_classes)``; ``tokens`` and ``key_padding_mask`` as in :meth:`forward_features`."""
+        return self.forward_head(self.forward_features(tokens, key_padding_mask))
+
+    def _pooled(self, x: Tensor, key_padding_mask: Tensor | None) -> Tensor:
+        """Encoder, final norm and masked pooling of embedded tokens ``x`` ``(B, L, dim)``; ``key_padding_mask``
+        ``(B, L)`` is True at padding, or ``None`` when nothing is padded."""
         x = self.encoder(x, key_padding_mask=key_padding_mask)
-        return self.head(self.dropout(_masked_pool(self.norm(x), key_padding_mask, self.pooling)))
+        return _masked_pool(self.norm(x), key_padding_mask, self.pooling)
 
 
 def _check_ids(tokens: Tensor, name: str) -> None:

@@ -55,7 +55,7 @@ def continuous_from_timm(
     method: str | None = None,
     steps: int | None = None,
     step_size: float | None = None,
-    **solve_kwargs: Any,
+    **solve_options: Any,
 ) -> ContinuousVisionTransformer:
     """A continuous-depth model from a timm ``VisionTransformer`` (any ``img_size``, ``patch_size``, pooling).
 
@@ -88,7 +88,7 @@ def continuous_from_timm(
         model: A timm ``VisionTransformer`` whose blocks are timm ``Block``\\ s (or share their layout).
             It is not modified; the result trains its parameters.
         field: ``"split"``, ``"parallel"``, ``"composed"`` or ``"node"``.
-        method, steps, step_size, **solve_kwargs: Settings of :func:`~neuralode_tf.models.stack_encoder`:
+        method, steps, step_size, **solve_options: Settings of :func:`~neuralode_tf.models.stack_encoder`:
             solve settings (``adjoint``, ``rtol``, ...) and ``inner_residuals``, ``t1``,
             ``transport_cost``. ``method=None`` is ``"lie_trotter"`` for ``"split"`` and ``"euler"``
             otherwise; fixed-grid methods take one step per block (``"split"``, ``"parallel"``) or
@@ -108,6 +108,6 @@ def continuous_from_timm(
     if field not in FIELDS:
         raise ValueError(f"unknown field {field!r}; valid: {', '.join(map(repr, FIELDS))}")
     branches = [timm_block_branches(block) for block in model.blocks]
-    settings = dict(method=method, steps=steps, step_size=step_size, **solve_kwargs)
+    settings = dict(method=method, steps=steps, step_size=step_size, **solve_options)
     encoder = stack_encoder(field, len(branches), branches, **settings)
     return ContinuousVisionTransformer(model, encoder)

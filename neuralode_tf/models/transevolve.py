@@ -48,12 +48,12 @@ in the decoder, random-rotation (eq. 11) or full (eq. 3) feed-forward. Keyword a
 class _BlockStack(nn.Module):
     """Blocks ``ContinuousDepth(field, t1=L)``, each followed by its LayerNorm, run from their own inputs."""
 
-    def __init__(self, fields: list[nn.Module], dim: int, layers_per_block: int, solve_kwargs: dict[str, Any]):
+    def __init__(self, fields: list[nn.Module], dim: int, layers_per_block: int, solve_options: dict[str, Any]):
         super().__init__()
         if not fields:
             raise ValueError("num_blocks must be at least 1")
-        solve_kwargs = {"method": "lie_trotter", **solve_kwargs}
-        self.blocks = nn.ModuleList(ContinuousDepth(field, t1=layers_per_block, **solve_kwargs) for field in fields)
+        solve_options = {"method": "lie_trotter", **solve_options}
+        self.blocks = nn.ModuleList(ContinuousDepth(field, t1=layers_per_block, **solve_options) for field in fields)
         self.norms = nn.ModuleList(nn.LayerNorm(dim) for _ in fields)
 
     def _run(self, x: Tensor, **conditioning: Tensor | None) -> Tensor:
@@ -74,10 +74,10 @@ class TransEvolveEncoder(_BlockStack):
         layers_per_block: ``L``, depth of each block.
         feed_forward: ``"random"`` (TransEvolve-randomFF) or ``"full"`` (TransEvolve-fullFF).
         mode: Evaluation mode of the attention (:data:`~neuralode_tf.fields.transevolve.TransEvolveMode`).
-        hidden_dim: Hidden width of the feed-forward layers (default ``4 d``).
+        mlp_hidden: Hidden width of the feed-forward layers (default ``4 d``).
         causal: Causal self-attention.
         time_scale: ``s`` of :func:`~neuralode_tf.fields.transevolve.depth_signal`.
-        **solve_kwargs: Solve settings of every block's :class:`~neuralode_tf.ContinuousDepth`
+        **solve_options: Solve settings of every block's :class:`~neuralode_tf.ContinuousDepth`
             (``method``, ``steps``, ...); the default, ``lie_trotter`` with unit steps, is the discrete block.
     """
 
@@ -90,16 +90,16 @@ class TransEvolveEncoder(_BlockStack):
         feed_forward: FeedForwardKind = "random",
         mode: TransEvolveMode = "auto",
         *,
-        hidden_dim: int | None = None,
+        mlp_hidden: int | None = None,
         causal: bool = False,
         time_scale: float = 64.0,
-        **solve_kwargs: Any,
+        **solve_options: Any,
     ):
-        settings = dict(feed_forward=feed_forward, hidden_dim=hidden_dim, mode=mode, time_scale=time_scale)
+        settings = dict(feed_forward=feed_forward, mlp_hidden=mlp_hidden, mode=mode, time_scale=time_scale)
         fields = [
             TransEvolveField(dim, num_heads, layers_per_block, causal=causal, **settings) for _ in range(num_blocks)
         ]
-        super().__init__(fields, dim, layers_per_block, solve_kwargs)
+        super().__init__(fields, dim, layers_per_block, solve_options)
 
     def forward(self, x: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
         """Encode ``x`` ``(*batch, n, dim)``; ``key_padding_mask`` ``(*batch, n)`` is True at padding."""
@@ -114,8 +114,8 @@ class TransEvolveDecoder(_BlockStack):
     ``m`` the encoder output. Causal in the target positions.
 
     Args:
-        dim, num_heads, num_blocks, layers_per_block, feed_forward, mode, hidden_dim, time_scale,
-            **solve_kwargs: As in :class:`TransEvolveEncoder`.
+        dim, num_heads, num_blocks, layers_per_block, feed_forward, mode, mlp_hidden, time_scale,
+            **solve_options: As in :class:`TransEvolveEncoder`.
     """
 
     def __init__(
@@ -127,23 +127,25 @@ class TransEvolveDecoder(_BlockStack):
         feed_forward: FeedForwardKind = "random",
         mode: TransEvolveMode = "auto",
         *,
-        hidden_dim: int | None = None,
+        mlp_hidden: int | None = None,
         time_scale: float = 64.0,
-        **solve_kwargs: Any,
+        **solve_options: Any,
     ):
-        settings = dict(feed_forward=feed_forward, hidden_dim=hidden_dim, mode=mode, time_scale=time_scale)
+        settings = dict(feed_forward=feed_forward, mlp_hidden=mlp_hidden, mode=mode, time_scale=time_scale)
         fields = [TransEvolveDecoderField(dim, num_heads, layers_per_block, **settings) for _ in range(num_blocks)]
-        super().__init__(fields, dim, layers_per_block, solve_kwargs)
+        super().__init__(fields, dim, layers_per_block, solve_options)
 
     def forward(
         self,
         y: Tensor,
         memory: Tensor,
         key_padding_mask: Tensor | None = None,
-        memory_padding_mask: Tensor | None = None,
+        memory_key_padding_mask: Tensor | None = None,
     ) -> Tensor:
         """Decode ``y`` ``(B, T, dim)`` given the encoder output ``memory`` ``(B, S, dim)``; masks: True at padding."""
-        return self._run(y, key_padding_mask=key_padding_mask, memory=memory, memory_padding_mask=memory_padding_mask)
+        return self._run(
+            y, key_padding_mask=key_padding_mask, memory=memory, memory_key_padding_mask=memory_key_padding_mask
+        )
 
 
 class TransEvolveClassifier(nn.Module):
@@ -155,7 +157,8 @@ class TransEvolveClassifier(nn.Module):
     with :class:`TransEvolveEncoder` and :class:`~neuralode_tf.models.text.TokenEmbedding`. The mean runs
     over the real tokens, so padding never changes the logits; ``include_padding_in_pool=True``
     averages over every position as the official code does (``reduce_mean`` over the sequence).
-    The head gives ``num_classes`` logits (the code uses one sigmoid output when ``num_classes <= 2``).
+    The head gives ``num_classes`` logits (the code uses one sigmoid output when ``num_classes <= 2``);
+    ``forward = forward_head(forward_features(...))`` as in timm, the features being the pooled ``(B, dim)``.
 
     Args:
         vocab_size: Number of token ids; id :data:`~neuralode_tf.models.PAD` (0) is padding.
@@ -163,7 +166,7 @@ class TransEvolveClassifier(nn.Module):
         dim, num_heads, num_blocks, layers_per_block, feed_forward: As in :class:`TransEvolveEncoder`
             (the paper's small version: ``dim=256``, 8 heads).
         include_padding_in_pool: Average padding positions too.
-        **encoder: Further settings of :class:`TransEvolveEncoder` (``mode``, ``hidden_dim``, solve settings).
+        **encoder: Further settings of :class:`TransEvolveEncoder` (``mode``, ``mlp_hidden``, solve settings).
     """
 
     def __init__(
@@ -186,12 +189,20 @@ class TransEvolveClassifier(nn.Module):
         self.norm = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, num_classes)
 
-    def forward(self, tokens: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
-        """Logits ``(B, num_classes)`` of ``tokens`` ``(B, L)``; ``key_padding_mask`` defaults to ``tokens == PAD``."""
+    def forward_features(self, tokens: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
+        """The pooled features ``LN(mean_p Enc(x)_p)`` ``(B, dim)`` of ``tokens`` ``(B, L)``; ``key_padding_mask``
+        ``(B, L)`` is True at padding and defaults to ``tokens == PAD``."""
         key_padding_mask = _padding(tokens, key_padding_mask, "tokens", "key_padding_mask")
         x = self.encoder(self.embed(tokens, key_padding_mask), key_padding_mask=key_padding_mask)
-        pooled = _masked_pool(x, None if self.include_padding_in_pool else key_padding_mask, "mean")
-        return self.head(self.norm(pooled))
+        return self.norm(_masked_pool(x, None if self.include_padding_in_pool else key_padding_mask, "mean"))
+
+    def forward_head(self, features: Tensor) -> Tensor:
+        """Logits ``(B, num_classes)`` of the pooled features."""
+        return self.head(features)
+
+    def forward(self, tokens: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
+        """Logits ``(B, num_classes)``; ``tokens`` and ``key_padding_mask`` as in :meth:`forward_features`."""
+        return self.forward_head(self.forward_features(tokens, key_padding_mask))
 
 
 class TransEvolveSeq2Seq(EncoderDecoder):
@@ -215,7 +226,7 @@ class TransEvolveSeq2Seq(EncoderDecoder):
         dim, num_heads: Width and heads (the paper's base version: 512 and 8).
         num_blocks, layers_per_block, feed_forward: Of the encoder and of the decoder
             (:data:`TRANSEVOLVE_VARIANTS`).
-        **stack: Further settings of both stacks (``mode``, ``hidden_dim``, ``time_scale``, solve settings).
+        **stack: Further settings of both stacks (``mode``, ``mlp_hidden``, ``time_scale``, solve settings).
 
     The parameter count is ``sum(p.numel() for p in model.parameters())`` (``E`` counts once).
     """
@@ -245,15 +256,15 @@ class TransEvolveSeq2Seq(EncoderDecoder):
         self.output.weight = self.embed.weight
         return self
 
-    def encode(self, src: Tensor, src_padding_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def encode(self, src: Tensor, src_key_padding_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """The memory ``(B, S, dim)`` of ``src`` ``(B, S)`` and its padding mask (default ``src == PAD``)."""
-        src_padding_mask = _padding(src, src_padding_mask, "src", "src_padding_mask")
-        return self.encoder(self.embed(src, src_padding_mask), src_padding_mask), src_padding_mask
+        src_key_padding_mask = _padding(src, src_key_padding_mask, "src", "src_key_padding_mask")
+        return self.encoder(self.embed(src, src_key_padding_mask), src_key_padding_mask), src_key_padding_mask
 
     def decode(
-        self, tgt_in: Tensor, memory: Tensor, src_padding_mask: Tensor, tgt_padding_mask: Tensor | None = None
+        self, tgt_in: Tensor, memory: Tensor, src_key_padding_mask: Tensor, tgt_key_padding_mask: Tensor | None = None
     ) -> Tensor:
         """Next-token logits ``(B, T, vocab)`` at every position of ``tgt_in`` ``(B, T)``, given the memory."""
-        tgt_padding_mask = _padding(tgt_in, tgt_padding_mask, "tgt_in", "tgt_padding_mask")
-        y = self.decoder(self.embed(tgt_in, tgt_padding_mask), memory, tgt_padding_mask, src_padding_mask)
+        tgt_key_padding_mask = _padding(tgt_in, tgt_key_padding_mask, "tgt_in", "tgt_key_padding_mask")
+        y = self.decoder(self.embed(tgt_in, tgt_key_padding_mask), memory, tgt_key_padding_mask, src_key_padding_mask)
         return self.output(y)

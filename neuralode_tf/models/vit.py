@@ -10,7 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from .blocks import _evolving_settings, _transformer_sets
-from .stack import stack_encoder
+from .stack import _named_field, stack_encoder
 
 __all__ = ["ViT"]
 
@@ -39,7 +39,7 @@ class ViT(nn.Module):
       ``[0, 1]``, Kan et al. 2025);
     * ``num_sets=k`` builds the ``depth`` layers from ``k`` parameter sets (weight sharing);
     * ``field`` may also be a ready-made field module ``(t, x) -> dx/dt`` on tokens
-      ``(B, 1 + num_patches, dim)``, integrated over ``[0, depth]``.
+      ``(B, 1 + num_patches, dim)``.
 
     Parameters: a shared set is counted once by ``sum(p.numel() for p in model.parameters())``. With the
     default attention each set has ``4d² + 6d`` attention parameters (LayerNorm, ``qkv``, output projection) plus
@@ -54,10 +54,12 @@ class ViT(nn.Module):
         num_classes: Number of logits.
         dim: Token width ``d``.
         depth: Number of layers ``D`` (the length of depth-time).
-        heads: Attention heads (default ``dim // 64``, at least 1: head width 64 as in ViT and DeiT).
-        mlp_ratio: MLP hidden width over ``dim`` (default 4).
-        field: ``"split"``, ``"parallel"``, ``"composed"``, ``"node"``, ``"evolving"``, ``"discrete"`` (see
-            :func:`~neuralode_tf.models.stack_encoder`) or a field module.
+        num_heads: Attention heads (default ``dim // 64``, at least 1: head width 64 as in ViT and DeiT).
+        mlp_hidden: Hidden width of the MLPs (default ``4 * dim``).
+        field: The name of a reading of the model's own blocks as continuous depth
+            (:data:`~neuralode_tf.models.FIELDS`, :func:`~neuralode_tf.models.stack_encoder`), or a ready-made
+            field module ``(t, x) -> dx/dt`` on ``[0, depth]`` (then leave out the arguments that configure the
+            own blocks): ``"split"``, ``"parallel"``, ``"composed"``, ``"node"``, ``"evolving"``, ``"discrete"``.
         num_sets: Independent parameter sets (default ``depth``); must divide ``depth``.
         attention_only: Blocks without the MLP branch.
         attention: Further keywords of every :class:`~neuralode_tf.nn.AttentionBranch`: ``head_dim``,
@@ -73,9 +75,9 @@ class ViT(nn.Module):
             ``backend``, ``rtol``, ...); ``t1``, the end of depth-time (default ``depth``, or 1 for
             ``"composed"``/``"node"``); ``transport_cost``, ``λ`` of the kinetic-energy transport
             cost (Kan et al. 2025, eq. 8); ``inner_residuals``, the blocks' skips inside a composed
-            field. ``method=None`` is ``"lie_trotter"`` for a field with ``parts`` (a split field)
-            and ``"euler"`` otherwise; fixed-grid methods take unit steps on ``[0, depth]`` (one step
-            on ``[0, 1]``) unless ``steps`` or ``step_size`` is given.
+            field. ``method=None`` goes by the kind of field: ``"lie_trotter"`` for fields with parts
+            (split, evolving), ``"euler"`` for parallel blocks and the others; fixed-grid methods take unit
+            steps on ``[0, depth]`` (one step on ``[0, 1]``) unless ``steps`` or ``step_size`` is given.
 
     Shapes:
         ``images``: ``(B, in_chans, H, W)`` with ``(H, W)`` equal to ``img_size``. Logits: ``(B, num_classes)``.
@@ -89,9 +91,9 @@ class ViT(nn.Module):
         num_classes: int = 1000,
         dim: int = 192,
         depth: int = 12,
-        heads: int | None = None,
-        mlp_ratio: float | None = None,
+        num_heads: int | None = None,
         *,
+        mlp_hidden: int | None = None,
         field: str | nn.Module = "split",
         num_sets: int | None = None,
         attention_only: bool = False,
@@ -107,24 +109,18 @@ class ViT(nn.Module):
             raise ValueError(f"img_size={self.img_size} must be divisible by patch_size={patch_size}")
         self.in_chans = in_chans
         num_patches = (self.img_size[0] // patch_size) * (self.img_size[1] // patch_size)
-        if isinstance(field, nn.Module):
-            settings = {
-                "heads": heads,
-                "mlp_ratio": mlp_ratio,
-                "num_sets": num_sets,
-                "attention_only": attention_only,
-                "attention": attention,
-            }
-            given = [name for name, value in settings.items() if value is not None and value is not False]
-            if given:
-                raise ValueError(f"{given} configure the built-in field; with a ready-made field module leave them out")
-            sets = None
-        else:
-            mlp_hidden = round((4.0 if mlp_ratio is None else mlp_ratio) * dim)
-            heads = max(dim // 64, 1) if heads is None else heads
-            sets = _transformer_sets(
+        heads = max(dim // 64, 1) if num_heads is None else num_heads
+        sets = _named_field(
+            field,
+            lambda _: _transformer_sets(
                 dim, heads, depth, mlp_hidden, num_sets, attention_only, evolving, attention=attention
-            )
+            ),
+            num_heads=num_heads,
+            mlp_hidden=mlp_hidden,
+            num_sets=num_sets,
+            attention_only=attention_only,
+            attention=attention,
+        )
         self.patch_embed = nn.Conv2d(in_chans, dim, kernel_size=patch_size, stride=patch_size)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
         self.pos_embed = nn.Parameter(torch.zeros(1, num_patches + 1, dim))

@@ -12,7 +12,7 @@ __all__ = ["AttentionBranch"]
 
 _CROSS_KEYWORDS = {
     "context": "memory",
-    "key_padding_mask": "memory_padding_mask",
+    "key_padding_mask": "memory_key_padding_mask",
     "query_padding_mask": "key_padding_mask",
 }
 """The ``bind`` keyword each value bound to a cross-attention branch comes from (self-attention keeps the names)."""
@@ -108,18 +108,18 @@ class AttentionBranch(nn.Module):
         *,
         key_padding_mask: Tensor | None = None,
         memory: Tensor | None = None,
-        memory_padding_mask: Tensor | None = None,
+        memory_key_padding_mask: Tensor | None = None,
     ) -> None:
         """Set the per-batch conditioning used when ``forward`` is not given it explicitly.
 
         Self-attention uses ``key_padding_mask`` (of the tokens themselves) and ignores the other two;
-        cross-attention uses ``memory`` as its key/value source and ``memory_padding_mask`` on it, and
+        cross-attention uses ``memory`` as its key/value source and ``memory_key_padding_mask`` on it, and
         ignores ``key_padding_mask``. So one call can condition every branch of a field. The values stay
         bound until the next call (adjoint methods evaluate the field again during backward); ``forward``
         checks them against each state it gets.
         """
         if self.is_cross_attention:
-            self._bound = {"context": memory, "key_padding_mask": memory_padding_mask}
+            self._bound = {"context": memory, "key_padding_mask": memory_key_padding_mask}
         else:
             self._bound = {"key_padding_mask": key_padding_mask}
 

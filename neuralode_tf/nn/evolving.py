@@ -139,19 +139,19 @@ class EvolvingAttentionBranch(AttentionBranch):
         *,
         key_padding_mask: Tensor | None = None,
         memory: Tensor | None = None,
-        memory_padding_mask: Tensor | None = None,
+        memory_key_padding_mask: Tensor | None = None,
     ) -> None:
         """Set the per-batch conditioning used when ``forward`` is not given it explicitly.
 
         Self-attention masks ``key_padding_mask`` (the tokens' own padding) as keys and queries and
-        ignores the other two. Cross-attention attends to ``memory`` with ``memory_padding_mask`` on its
+        ignores the other two. Cross-attention attends to ``memory`` with ``memory_key_padding_mask`` on its
         keys and takes ``key_padding_mask`` as the padding of its queries (their rows are then left out
         of the convolution and their increments are zero).
         """
         if self.is_cross_attention:
             self._bound = {
                 "context": memory,
-                "key_padding_mask": memory_padding_mask,
+                "key_padding_mask": memory_key_padding_mask,
                 "query_padding_mask": key_padding_mask,
             }
         else:

@@ -20,7 +20,7 @@ class MLPBranch(nn.Module):
 
     Args:
         dim: Width ``d`` of the tokens.
-        hidden_dim: Width of the hidden layer (default ``4 * dim``).
+        mlp_hidden: Width of the hidden layer (default ``4 * dim``).
         activation: ``"gelu"`` (default) or ``"relu"``.
         prenorm: Normalise ``x`` first (default). ``False`` gives the bare MLP for a post-norm block, whose
             LayerNorm comes after the skip (:class:`~neuralode_tf.fields.Sublayer`).
@@ -29,7 +29,7 @@ class MLPBranch(nn.Module):
     def __init__(
         self,
         dim: int,
-        hidden_dim: int | None = None,
+        mlp_hidden: int | None = None,
         *,
         activation: Literal["gelu", "relu"] = "gelu",
         prenorm: bool = True,
@@ -37,11 +37,11 @@ class MLPBranch(nn.Module):
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
-        hidden_dim = 4 * dim if hidden_dim is None else hidden_dim
+        mlp_hidden = 4 * dim if mlp_hidden is None else mlp_hidden
         self.norm = nn.LayerNorm(dim) if prenorm else nn.Identity()
-        self.fc1 = nn.Linear(dim, hidden_dim)
+        self.fc1 = nn.Linear(dim, mlp_hidden)
         self.act = ACTIVATIONS[activation]()
-        self.fc2 = nn.Linear(hidden_dim, dim)
+        self.fc2 = nn.Linear(mlp_hidden, dim)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.fc2(self.act(self.fc1(self.norm(x))))

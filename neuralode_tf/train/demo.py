@@ -44,7 +44,7 @@ RUNS = [
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The demo's options: the size of the transformer and of its input, its parameter sets and the seed."""
     parser.add_argument("--dim", type=int, default=32, help="token width (default 32)")
-    parser.add_argument("--heads", type=int, default=4, help="attention heads (default 4)")
+    parser.add_argument("--num-heads", type=int, default=4, help="attention heads (default 4)")
     parser.add_argument("--tokens", type=int, default=16, help="tokens per sequence (default 16)")
     parser.add_argument("--batch", type=int, default=4, help="sequences (default 4)")
     parser.add_argument("--depth", type=int, default=4, help="layers, the length of depth-time (default 4)")
@@ -56,7 +56,7 @@ def problem(args: argparse.Namespace) -> tuple[WeightSharedField, Tensor]:
     """The float64 field (``depth`` layers of attention then MLP from ``sets`` parameter sets) and the initial
     tokens ``(batch, tokens, dim)``, drawn after ``torch.manual_seed(seed)``."""
     torch.manual_seed(args.seed)
-    layers = [SplitField(AttentionBranch(args.dim, args.heads), MLPBranch(args.dim)) for _ in range(args.sets)]
+    layers = [SplitField(AttentionBranch(args.dim, args.num_heads), MLPBranch(args.dim)) for _ in range(args.sets)]
     field = WeightSharedField(layers, depth=args.depth).double()
     return field, torch.randn(args.batch, args.tokens, args.dim, dtype=torch.float64)
 
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     t = [0.0, float(args.depth)]
     reference = solve(field, x, t, method="dopri5", rtol=1e-10, atol=1e-10).y1
     print(
-        f"{args.depth}-layer transformer field ({args.sets} parameter sets), d={args.dim}, {args.heads} heads, "
+        f"{args.depth}-layer transformer field ({args.sets} parameter sets), d={args.dim}, {args.num_heads} heads, "
         f"{args.tokens} tokens, batch {args.batch}; error at t={args.depth} vs dopri5 (rtol=atol=1e-10)\n"
     )
     print(f"{'method':<12} {'settings':<28} {'backend':<12} {'max |error|':>12} {'evals':>6} {'steps':>6} {'ms':>7}")

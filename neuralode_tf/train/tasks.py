@@ -5,7 +5,7 @@ The batch layout follows the dataset's :data:`~neuralode_tf.data.Kind`:
 * ``image``: ``model(images=x)``; ``signal``: ``model(signal=x)``;
 * ``tokens``: ``model(tokens=x, key_padding_mask=mask)``;
 * ``points``: ``model(points=torch_geometric.data.Batch)``;
-* ``seq2seq``: ``model(src, tgt_in, src_padding_mask, tgt_padding_mask)`` with teacher forcing; the
+* ``seq2seq``: ``model(src, tgt_in, src_key_padding_mask, tgt_key_padding_mask)`` with teacher forcing; the
   targets are the next tokens, and padding is ignored by the loss and the accuracy.
 """
 
@@ -91,7 +91,12 @@ def _points(split: Any, rows: Tensor, device: torch.device) -> tuple[dict[str, A
 
 def _seq2seq(split: Any, rows: Tensor, device: torch.device) -> tuple[dict[str, Any], Tensor]:
     src, src_mask, tgt, tgt_mask = (t[rows].to(device) for t in (split.src, split.src_mask, split.tgt, split.tgt_mask))
-    inputs = {"src": src, "tgt_in": tgt[:, :-1], "src_padding_mask": src_mask, "tgt_padding_mask": tgt_mask[:, :-1]}
+    inputs = {
+        "src": src,
+        "tgt_in": tgt[:, :-1],
+        "src_key_padding_mask": src_mask,
+        "tgt_key_padding_mask": tgt_mask[:, :-1],
+    }
     return inputs, tgt[:, 1:].masked_fill(tgt_mask[:, 1:], _IGNORE)
 
 

@@ -17,7 +17,7 @@ from neuralode_tf.models import create_model
 
 SETS = (12, 6, 4, 3, 2, 1)
 DEPTH = 12
-FAMILY = dict(depth=DEPTH, dim=32, heads=4, patch_size=4)  # the notebook's 12-layer digits models
+FAMILY = dict(depth=DEPTH, dim=32, num_heads=4, patch_size=4)  # the notebook's 12-layer digits models
 
 
 def _millions(n: int) -> str:
@@ -88,7 +88,7 @@ def layer_gap(layer: str, num_sets: int) -> float:
         raise ValueError(f"{len(sets)} parameter sets, not {num_sets}")
     with torch.no_grad():
         for m in range(DEPTH):
-            G, F = (term.branch for term in sets[m // (DEPTH // num_sets)].terms)
+            G, F = (part.branch for part in sets[m // (DEPTH // num_sets)].parts)
             x = step(G, F, x)
     return (x - out).abs().max().item()
 

@@ -95,7 +95,7 @@ def decoder_block_is_eq13() -> str:
         y0, memory = _tokens(1, BATCH, TOKENS, DIM), _tokens(2, BATCH, TOKENS + 3, DIM)
         tgt_pad, src_pad = _padding(), torch.zeros(BATCH, TOKENS + 3, dtype=torch.bool)
         src_pad[0, -4:] = True
-        masks = dict(key_padding_mask=tgt_pad, memory=memory, memory_padding_mask=src_pad)
+        masks = dict(key_padding_mask=tgt_pad, memory=memory, memory_key_padding_mask=src_pad)
         with torch.no_grad():
             solved = ContinuousDepth(field, t1=DEPTH, method="lie_trotter")(y0, block_input=y0, **masks)
             field.self_attention.bind(block_input=y0, key_padding_mask=tgt_pad)

@@ -58,7 +58,7 @@ class TransEvolveAttention(nn.Module):
 
     .. math:: \\mathrm{CrossAttn}(t, x) = \\big[\\mathrm{softmax}(a(T) + M)_h\\, \\mathrm{LN}_l(m)_h\\big]_h\\, W_O^l
 
-    with its own parameters (``T_ed`` of eq. 13). ``M`` masks the source padding (``memory_padding_mask``);
+    with its own parameters (``T_ed`` of eq. 13). ``M`` masks the source padding (``memory_key_padding_mask``);
     queries at target padding (``key_padding_mask``) get a zero increment. It does not depend on the
     current ``x``: inside a block it is a forcing term.
 
@@ -128,13 +128,13 @@ class TransEvolveAttention(nn.Module):
         block_input: Tensor,
         key_padding_mask: Tensor | None = None,
         memory: Tensor | None = None,
-        memory_padding_mask: Tensor | None = None,
+        memory_key_padding_mask: Tensor | None = None,
     ) -> TransEvolveState:
         """The per-block state of ``x⁰ = block_input`` (``(*batch, n, d)``), for this module's mode.
 
         ``key_padding_mask`` ``(*batch, n)`` is True at padding of ``x⁰``. Cross-attention also needs
         the encoder output ``memory`` ``(*batch, m, d)``, the source of keys and values, and its
-        padding ``memory_padding_mask`` ``(*batch, m)``; self-attention takes neither.
+        padding ``memory_key_padding_mask`` ``(*batch, m)``; self-attention takes neither.
         """
         if self.cross_attention != (memory is not None):
             raise ValueError(
@@ -145,11 +145,11 @@ class TransEvolveAttention(nn.Module):
         check_padding_mask(key_padding_mask, "key_padding_mask", block_input.shape[:-1], "block_input")
         if memory is not None:
             check_context(memory, "memory", block_input)
-            check_padding_mask(memory_padding_mask, "memory_padding_mask", memory.shape[:-1], "memory")
+            check_padding_mask(memory_key_padding_mask, "memory_key_padding_mask", memory.shape[:-1], "memory")
         source = block_input if memory is None else memory
         n, device = block_input.shape[-2], block_input.device
         mode = _exact_path(self.mode, max(n, source.shape[-2]), device)
-        pad = key_padding_mask if memory is None else memory_padding_mask
+        pad = key_padding_mask if memory is None else memory_key_padding_mask
         q = block_input @ self.w_q[:, : self.dim].T
         k = source @ self.w_k[:, : self.dim].T
         time_q = self._time_columns(self.w_q)
@@ -189,20 +189,20 @@ class TransEvolveAttention(nn.Module):
         block_input: Tensor | None = None,
         key_padding_mask: Tensor | None = None,
         memory: Tensor | None = None,
-        memory_padding_mask: Tensor | None = None,
+        memory_key_padding_mask: Tensor | None = None,
     ) -> None:
         """Compute and keep the state of the block input ``block_input`` (with its padding mask).
 
         ``forward`` then uses it at every depth until the next call. Without ``block_input`` the
-        state is cleared. Cross-attention also uses ``memory`` and ``memory_padding_mask`` (see
+        state is cleared. Cross-attention also uses ``memory`` and ``memory_key_padding_mask`` (see
         :meth:`prepare`); self-attention ignores them, so :class:`~neuralode_tf.ContinuousDepth`
-        passes ``forward(x, block_input=x, key_padding_mask=m, memory=..., memory_padding_mask=...)``
+        passes ``forward(x, block_input=x, key_padding_mask=m, memory=..., memory_key_padding_mask=...)``
         keywords straight through to every part of a block.
         """
         if block_input is None:
             self._state = None
         elif self.cross_attention:
-            self._state = self.prepare(block_input, key_padding_mask, memory, memory_padding_mask)
+            self._state = self.prepare(block_input, key_padding_mask, memory, memory_key_padding_mask)
         else:
             self._state = self.prepare(block_input, key_padding_mask)
 

@@ -34,14 +34,14 @@ class _TransEvolveBlock(SplitField):
         depth: int,
         attentions: Sequence[dict[str, bool]],
         feed_forward: FeedForwardKind,
-        hidden_dim: int | None,
+        mlp_hidden: int | None,
         mode: TransEvolveMode,
         time_scale: float,
     ):
         if feed_forward not in _FEED_FORWARD_LAYERS:
             valid = ", ".join(map(repr, get_args(FeedForwardKind)))
             raise ValueError(f"unknown feed_forward {feed_forward!r}; valid: {valid}")
-        layers = [_FEED_FORWARD_LAYERS[feed_forward](dim, hidden_dim) for _ in range(depth)]
+        layers = [_FEED_FORWARD_LAYERS[feed_forward](dim, mlp_hidden) for _ in range(depth)]
         feed_forward_part = WeightSharedField(layers, depth)
         attention_parts = [
             TransEvolveAttention(dim, num_heads, depth, mode=mode, time_scale=time_scale, **kind) for kind in attentions
@@ -50,7 +50,7 @@ class _TransEvolveBlock(SplitField):
 
     @property
     def feed_forward(self) -> WeightSharedField:
-        return self.terms[-1]
+        return self.parts[-1]
 
     @property
     def jump_times(self) -> list[float]:
@@ -83,7 +83,7 @@ class TransEvolveField(_TransEvolveBlock):
     Args:
         dim, num_heads, depth, causal, mode, time_scale: As in :class:`TransEvolveAttention`.
         feed_forward: A :data:`FeedForwardKind`, ``"random"`` or ``"full"``.
-        hidden_dim: Hidden width of the feed-forward layers (default ``4 dim``).
+        mlp_hidden: Hidden width of the feed-forward layers (default ``4 dim``).
     """
 
     def __init__(
@@ -93,17 +93,17 @@ class TransEvolveField(_TransEvolveBlock):
         depth: int,
         *,
         feed_forward: FeedForwardKind = "random",
-        hidden_dim: int | None = None,
+        mlp_hidden: int | None = None,
         causal: bool = False,
         mode: TransEvolveMode = "auto",
         time_scale: float = 64.0,
     ):
         attentions = [dict(causal=causal)]
-        super().__init__(dim, num_heads, depth, attentions, feed_forward, hidden_dim, mode, time_scale)
+        super().__init__(dim, num_heads, depth, attentions, feed_forward, mlp_hidden, mode, time_scale)
 
     @property
     def attention(self) -> TransEvolveAttention:
-        return self.terms[0]
+        return self.parts[0]
 
 
 class TransEvolveDecoderField(_TransEvolveBlock):
@@ -121,16 +121,16 @@ class TransEvolveDecoderField(_TransEvolveBlock):
 
         field = TransEvolveDecoderField(64, num_heads=4, depth=3)
         block = ContinuousDepth(field, t1=3, method="lie_trotter")
-        y = block(y0, block_input=y0, key_padding_mask=tgt_pad, memory=m, memory_padding_mask=src_pad)
+        y = block(y0, block_input=y0, key_padding_mask=tgt_pad, memory=m, memory_key_padding_mask=src_pad)
 
     Every part is causal in the target positions. The code's block-final LayerNorm is not part of
-    the field. Padding (``key_padding_mask`` of the target, ``memory_padding_mask`` of the source)
+    the field. Padding (``key_padding_mask`` of the target, ``memory_key_padding_mask`` of the source)
     acts as in :class:`TransEvolveField`: real target tokens never depend on padded target or source
     tokens, while padded target tokens still move under the feed-forward.
 
     Args:
         dim, num_heads, depth, mode, time_scale: As in :class:`TransEvolveAttention`.
-        feed_forward, hidden_dim: As in :class:`TransEvolveField`.
+        feed_forward, mlp_hidden: As in :class:`TransEvolveField`.
     """
 
     def __init__(
@@ -140,17 +140,17 @@ class TransEvolveDecoderField(_TransEvolveBlock):
         depth: int,
         *,
         feed_forward: FeedForwardKind = "random",
-        hidden_dim: int | None = None,
+        mlp_hidden: int | None = None,
         mode: TransEvolveMode = "auto",
         time_scale: float = 64.0,
     ):
         attentions = [dict(causal=True), dict(cross_attention=True)]
-        super().__init__(dim, num_heads, depth, attentions, feed_forward, hidden_dim, mode, time_scale)
+        super().__init__(dim, num_heads, depth, attentions, feed_forward, mlp_hidden, mode, time_scale)
 
     @property
     def self_attention(self) -> TransEvolveAttention:
-        return self.terms[0]
+        return self.parts[0]
 
     @property
     def cross_attention(self) -> TransEvolveAttention:
-        return self.terms[1]
+        return self.parts[1]

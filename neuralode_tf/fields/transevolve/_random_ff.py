@@ -86,15 +86,15 @@ class RandomFeedForward(nn.Module):
 
     Args:
         dim: ``d`` (even).
-        hidden_dim: Hidden width (default ``4 d``, even).
+        mlp_hidden: Hidden width (default ``4 d``, even).
     """
 
-    def __init__(self, dim: int, hidden_dim: int | None = None):
+    def __init__(self, dim: int, mlp_hidden: int | None = None):
         super().__init__()
-        hidden_dim = 4 * dim if hidden_dim is None else hidden_dim
+        mlp_hidden = 4 * dim if mlp_hidden is None else mlp_hidden
         self.norm = nn.LayerNorm(dim)
-        self.expand = _RandomProjection(dim, hidden_dim)
-        self.contract = _RandomProjection(hidden_dim, dim)
+        self.expand = _RandomProjection(dim, mlp_hidden)
+        self.contract = _RandomProjection(mlp_hidden, dim)
 
     def forward(self, t: Tensor | float, x: Tensor) -> Tensor:
         """``P_2(t, ReLU(P_1(t, LN(x))))`` at depth-time ``t``."""

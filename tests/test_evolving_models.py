@@ -40,11 +40,11 @@ def test_vit_with_zero_alpha_beta_is_the_vanilla_vit(device):
         num_classes=3,
         dim=16,
         depth=3,
-        heads=2,
+        num_heads=2,
         field="evolving",
         evolving={"alpha": 0.0, "beta": 0.0},
     ).to(device, torch.float64)
-    vanilla = ViT(img_size=8, patch_size=4, in_chans=1, num_classes=3, dim=16, depth=3, heads=2)
+    vanilla = ViT(img_size=8, patch_size=4, in_chans=1, num_classes=3, dim=16, depth=3, num_heads=2)
     vanilla = vanilla.to(device, torch.float64)
     _copy_vanilla_weights(ea, vanilla)
     images = torch.randn(4, 1, 8, 8, dtype=torch.float64).to(device)
@@ -64,7 +64,7 @@ def test_text_classifier_is_the_discrete_ea_transformer_with_padding(device):
         layer.attentions[0].bind(key_padding_mask=pad)
     logits = layers[0].attentions[0].initial_logits(x)
     for layer in layers:  # the EA-Transformer written out: eq. 4 logits carried from block to block
-        attention, mlp = layer.attentions[0], layer.terms[1].field
+        attention, mlp = layer.attentions[0], layer.parts[1].field
         increment, logits = attention(x, logits)
         x = x + increment
         x = x + mlp(0.0, x)
@@ -159,5 +159,5 @@ def test_transformer_field_evolving_and_bad_settings(device):
         ViT(img_size=8, patch_size=4, in_chans=1, num_classes=3, dim=16, depth=2, evolving={"alpha": 0.1})
     with pytest.raises(ValueError, match="transport_cost"):
         ViT(img_size=8, patch_size=4, in_chans=1, num_classes=3, dim=16, depth=2, field="evolving", transport_cost=0.1)
-    with pytest.raises(ValueError, match="Seq2Seq builds"):
+    with pytest.raises(ValueError, match="unknown field .parallel.; valid: .split., .evolving. or a ready-made field"):
         Seq2Seq(30, field="parallel")

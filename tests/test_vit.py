@@ -7,7 +7,7 @@ import copy
 import pytest
 import torch
 
-from neuralode_tf.fields import SplitField, WeightSharedField
+from neuralode_tf.fields import ParallelField, SplitField, WeightSharedField
 from neuralode_tf.models import ViT, create_model, list_models, model_config, transformer_field
 from neuralode_tf.models.timm import continuous_from_timm
 from neuralode_tf.nn import AttentionBranch, MLPBranch, timm_block_branches
@@ -15,7 +15,7 @@ from neuralode_tf.nn import AttentionBranch, MLPBranch, timm_block_branches
 
 def _branches(model: ViT) -> list[list[torch.nn.Module]]:
     """The residual branches of each parameter set of a ViT built from a named field."""
-    return [[term.branch for term in layer.terms] for layer in model.encoder.field.layers]
+    return [[part.branch for part in layer.parts] for layer in model.encoder.field.layers]
 
 
 def _discrete(model: ViT, images: torch.Tensor, parallel: bool) -> torch.Tensor:
@@ -36,7 +36,7 @@ def _discrete(model: ViT, images: torch.Tensor, parallel: bool) -> torch.Tensor:
 
 @pytest.mark.parametrize(("img_size", "patch_size", "in_chans"), [(8, 2, 1), ((12, 20), 4, 3)])
 def test_vit_shapes(img_size, patch_size, in_chans, device):
-    model = ViT(img_size, patch_size, in_chans, num_classes=7, dim=32, depth=2, heads=4).to(device)
+    model = ViT(img_size, patch_size, in_chans, num_classes=7, dim=32, depth=2, num_heads=4).to(device)
     hw = (img_size, img_size) if isinstance(img_size, int) else img_size
     images = torch.randn(3, in_chans, *hw, device=device)
     tokens = model.forward_features(images)
@@ -47,8 +47,8 @@ def test_vit_shapes(img_size, patch_size, in_chans, device):
 
 def test_vit_bad_shapes_raise(device):
     with pytest.raises(ValueError, match="divisible by patch_size"):
-        ViT(10, 4, 1, 10, dim=16, depth=1, heads=2)
-    model = ViT(8, 2, 1, 10, dim=16, depth=1, heads=2).to(device)
+        ViT(10, 4, 1, 10, dim=16, depth=1, num_heads=2)
+    model = ViT(8, 2, 1, 10, dim=16, depth=1, num_heads=2).to(device)
     with pytest.raises(ValueError, match=r"expected images of shape \(B, 1, 8, 8\)"):
         model(torch.randn(2, 3, 8, 8, device=device))
 
@@ -57,14 +57,14 @@ def test_vit_bad_shapes_raise(device):
 @pytest.mark.parametrize(("field", "parallel"), [("split", False), ("parallel", True)])
 def test_unit_steps_compute_the_discrete_stack(field, parallel, num_sets, device):
     """split + lie_trotter is the pre-norm ViT; parallel + euler is Zhong et al.'s parallel block."""
-    model = ViT(8, 2, 1, 10, dim=32, depth=4, heads=4, field=field, num_sets=num_sets).to(device)
+    model = ViT(8, 2, 1, 10, dim=32, depth=4, num_heads=4, field=field, num_sets=num_sets).to(device)
     assert model.encoder.solve_options["method"] == ("euler" if parallel else "lie_trotter")
     images = torch.randn(5, 1, 8, 8, device=device)
     assert (model(images) - _discrete(model, images, parallel)).abs().max().item() <= 1e-5
 
 
 def test_other_solves_integrate_the_same_field(device):
-    model = ViT(8, 2, 1, 10, dim=32, depth=3, heads=4, method="rk4", steps=6).to(device)
+    model = ViT(8, 2, 1, 10, dim=32, depth=3, num_heads=4, method="rk4", steps=6).to(device)
     images = torch.randn(2, 1, 8, 8, device=device)
     logits = model(images)
     assert model.encoder.stats.nfe == 6 * 4
@@ -75,7 +75,7 @@ def test_other_solves_integrate_the_same_field(device):
 def test_weight_sharing_parameter_counts(num_sets, device):
     """12 layers from k sets: k (4d² + 6d + 2dh + h + 3d) encoder parameters, plus the documented rest."""
     d, h, patch, chans, n_cls = 32, 128, 2, 1, 10
-    model = ViT(8, patch, chans, n_cls, dim=d, depth=12, heads=4, num_sets=num_sets).to(device)
+    model = ViT(8, patch, chans, n_cls, dim=d, depth=12, num_heads=4, num_sets=num_sets).to(device)
     per_set = (4 * d * d + 6 * d) + (2 * d * h + h + 3 * d)
     assert sum(p.numel() for p in model.encoder.parameters()) == num_sets * per_set
     n = (8 // patch) ** 2
@@ -94,11 +94,11 @@ def test_field_choices_and_errors(device):
     with pytest.raises(ValueError, match="positive divisor of depth"):
         transformer_field(16, 12, 2, num_sets=5)
     with pytest.raises(ValueError, match="unknown field 'serial'; valid: 'split', 'parallel', 'composed', 'node'"):
-        ViT(8, 2, 1, 10, dim=16, depth=2, heads=2, field="serial")
+        ViT(8, 2, 1, 10, dim=16, depth=2, num_heads=2, field="serial")
     with pytest.raises(ValueError, match="inner_residuals=False and final_norm apply to field='composed' only"):
-        ViT(8, 2, 1, 10, dim=16, depth=2, heads=2, field="split", inner_residuals=False)
+        ViT(8, 2, 1, 10, dim=16, depth=2, num_heads=2, field="split", inner_residuals=False)
     attention_only = transformer_field(16, 2, 2, attention_only=True).to(device)
-    assert all(len(layer.terms) == 1 for layer in attention_only.layers)
+    assert all(len(layer.parts) == 1 for layer in attention_only.layers)
     x = torch.randn(2, 5, 16, device=device)
     assert attention_only(0.0, x).shape == x.shape
 
@@ -110,8 +110,13 @@ def test_ready_made_field(device):
     assert model.encoder.field is field and model.encoder.solve_options["method"] == "lie_trotter"
     images = torch.randn(2, 1, 8, 8, device=device)
     assert (model(images) - _discrete(model, images, parallel=False)).abs().max().item() <= 1e-5
-    with pytest.raises(ValueError, match=r"\['heads', 'num_sets'\] configure the built-in field"):
-        ViT(8, 2, 1, 10, dim=16, depth=3, heads=2, num_sets=1, field=field)
+    with pytest.raises(ValueError, match=r"\['num_heads', 'num_sets'\] configure the model's own blocks"):
+        ViT(8, 2, 1, 10, dim=16, depth=3, num_heads=2, num_sets=1, field=field)
+    # parallel blocks have parts too, yet default to euler: their block is one Euler step of the sum
+    parallel = WeightSharedField([ParallelField(attn, mlp)], depth=3)
+    model = ViT(8, 2, 1, 10, dim=16, depth=3, field=parallel).to(device)
+    assert model.encoder.solve_options["method"] == "euler"
+    assert (model(images) - _discrete(model, images, parallel=True)).abs().max().item() <= 1e-5
 
 
 @pytest.mark.parametrize("name", [name for name in list_models() if model_config(name).builder is ViT])

@@ -69,7 +69,7 @@ def test_decoder_field_lie_trotter_steps_are_the_discrete_decoder_block(feed_for
     field = TransEvolveDecoderField(D, H, L, feed_forward=feed_forward, mode=mode).to(device)
     y0, memory = randn(B, N, D, device=device), randn(B, S, D, device=device)
     tgt_pad, src_pad = paddings(device)
-    conditioning = dict(key_padding_mask=tgt_pad, memory=memory, memory_padding_mask=src_pad)
+    conditioning = dict(key_padding_mask=tgt_pad, memory=memory, memory_key_padding_mask=src_pad)
     y = ContinuousDepth(field, t1=L, method="lie_trotter")(y0, block_input=y0, **conditioning)
     ref = y0
     for layer in range(L):  # the bound states are those of y0
