@@ -233,10 +233,11 @@ def tests_oldest(session: nox.Session) -> None:
 
     Builds an sdist and, from it, a wheel (so a file left out of either is missing here too), installs the
     wheel with the test and docs extras under ``-c constraints/oldest.txt``, checks that the installed
-    versions are the pins, and runs a copy of tests/ (with benchmarks/ and paper_repro/claims/, which some tests
-    import) from a temporary folder, so that ``neuralode_tf`` can only be imported from site-packages. Then the docs and
-    dev tools at their bounds: a small notebook through jupytext and nbval, ``nox --list`` and
-    ``ruff check``. Extra arguments go to the suite's pytest, e.g. ``nox -s tests_oldest -- -x -k solve``.
+    versions are the pins, and runs a copy of tests/ (with benchmarks/ and paper_repro/claims/, which some
+    tests import, and README.md and docs/, which some read) from a temporary folder, so that ``neuralode_tf``
+    can only be imported from site-packages. Then the docs and dev tools at their bounds: a small notebook
+    through jupytext and nbval, ``nox --list`` and ``ruff check``. Extra arguments go to the suite's pytest,
+    e.g. ``nox -s tests_oldest -- -x -k solve``.
     """
     if _no_venv(session):
         session.error(
@@ -280,6 +281,8 @@ def tests_oldest(session: nox.Session) -> None:
     shutil.copytree(ROOT / "tests", suite / "tests", ignore=ignore)
     shutil.copytree(ROOT / "benchmarks", suite / "benchmarks", ignore=ignore)
     shutil.copytree(ROOT / "paper_repro" / "claims", suite / "paper_repro" / "claims", ignore=ignore)
+    shutil.copytree(ROOT / "docs", suite / "docs", ignore=ignore)  # the extending guide and the pages tests read
+    shutil.copy(ROOT / "README.md", suite / "README.md")
     shutil.copy(ROOT / "pyproject.toml", suite / "pyproject.toml")  # the pytest settings and markers
     (suite / "_installed_check.py").write_text(_INSTALLED_CHECK, encoding="utf-8")
     site = session.run("python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", silent=True)

@@ -25,3 +25,8 @@ __all__ = [
     "protocols",
     "__version__",
 ]
+
+
+def __dir__() -> list[str]:
+    """`dir()` of the package: its public names (`__all__`), not the modules it is made of."""
+    return sorted(__all__)

@@ -119,7 +119,8 @@ def bind_calls(field: nn.Module, conditioning: Mapping[str, Any]) -> list[tuple[
     that no ``bind`` names raises ``TypeError`` (unless its value is ``None``, which conditions nothing): a
     misspelt ``key_padding_mask`` would otherwise leave the mask unapplied.
     """
-    calls, named = [], set()
+    calls: list[tuple[Callable[..., Any], dict[str, Any]]] = []
+    named: set[str] = set()
     for module in field.modules():
         if not isinstance(module, Conditioned):
             continue

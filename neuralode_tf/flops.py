@@ -33,7 +33,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol, cast
 
 import torch
 import torch.nn.functional as F
@@ -156,6 +156,16 @@ _RULES: dict[Callable, tuple[str, Callable[..., int]]] = {
 }
 
 
+class _EncoderDecoder(Protocol):
+    """What :func:`seq2seq_flops` uses of a model (as :class:`~neuralode_tf.models.Seq2Seq` has it)."""
+
+    output: nn.Linear
+
+    def encode(self, src: Tensor) -> tuple[Tensor, Tensor]: ...
+
+    def decode(self, tgt_in: Tensor, memory: Tensor, src_key_padding_mask: Tensor) -> Tensor: ...
+
+
 def seq2seq_flops(model: nn.Module, source_length: int = 30, target_length: int = 30) -> int:
     """FLOPs of an encoder-decoder on one source/target pair, in HAT's convention (Wang et al. 2021, §4.3).
 
@@ -171,11 +181,14 @@ def seq2seq_flops(model: nn.Module, source_length: int = 30, target_length: int 
             raise TypeError(f"seq2seq_flops needs an encoder-decoder with {name!r}; got {type(model).__name__}")
     if source_length < 1 or target_length < 1:
         raise ValueError(f"lengths must be >= 1, got source_length={source_length}, target_length={target_length}")
+    if not isinstance(model.output, nn.Linear):
+        raise TypeError(f"seq2seq_flops needs an nn.Linear output; got {type(model.output).__name__}")
+    encoder_decoder = cast(_EncoderDecoder, model)  # what the checks above found
     parameter = next(model.parameters())
     vocab_size, dim = model.output.out_features, model.output.in_features
     generator = torch.Generator().manual_seed(0)
     src = torch.randint(3, vocab_size, (1, source_length), generator=generator).to(parameter.device)
     tgt = torch.randint(3, vocab_size, (1, target_length), generator=generator).to(parameter.device)
     with FlopCounter() as counter, torch.no_grad():
-        model.decode(tgt, *model.encode(src))
+        encoder_decoder.decode(tgt, *encoder_decoder.encode(src))
     return counter.total - 2 * target_length * dim * vocab_size

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "neuralode_tf"
+import neuralode_tf
+
+PACKAGE = Path(neuralode_tf.__file__).resolve().parent  # the package under test (the wheel under tests_oldest)
 MAX_LINES = 300
 
 _LAYERS = [
@@ -96,3 +98,15 @@ def test_the_core_package_does_not_load_the_notebook_helper_or_the_cli():
     code = f"import sys, neuralode_tf; print(sorted(m for m in sys.modules if m.startswith({heavy!r})))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    "name", ["neuralode_tf", *(f"neuralode_tf.{p}" for p in ("numerics", "fields", "nn", "models", "data", "train"))]
+)
+def test_a_package_lists_its_public_names_only(name):
+    import importlib
+
+    package = importlib.import_module(name)
+    assert dir(package) == sorted(package.__all__)
+    missing = [n for n in package.__all__ if not hasattr(package, n)]
+    assert not missing, f"{name}.__all__ names what it does not define: {missing}"

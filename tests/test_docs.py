@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+import neuralode_tf
 from neuralode_tf.train import PRESETS
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = ROOT / "neuralode_tf"
+PACKAGE = Path(neuralode_tf.__file__).resolve().parent
 
 pytestmark = pytest.mark.cpu_only("reads the documentation files")
 

@@ -64,3 +64,8 @@ __all__ = [
     "load_modelnet40",
     "load_modelnet40_h5",
 ]
+
+
+def __dir__() -> list[str]:
+    """`dir()` of the package: its public names (`__all__`), not the modules it is made of."""
+    return sorted(__all__)

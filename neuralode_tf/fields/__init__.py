@@ -27,3 +27,8 @@ __all__ = [
     "TransEvolveAttention",
     "RandomFeedForward",
 ]
+
+
+def __dir__() -> list[str]:
+    """`dir()` of the package: its public names (`__all__`), not the modules it is made of."""
+    return sorted(__all__)

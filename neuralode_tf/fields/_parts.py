@@ -43,8 +43,12 @@ def as_field(module: nn.Module) -> nn.Module:
 
 
 def add(a: State, b: State) -> State:
-    """Leaf-wise sum of two states."""
-    return tuple(x + y for x, y in zip(a, b)) if isinstance(a, tuple) else a + b
+    """Leaf-wise sum of two states of the same structure."""
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        return a + b
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return tuple(x + y for x, y in zip(a, b))
+    raise TypeError(f"parts returned states of different structures: {type(a).__name__} and {type(b).__name__}")
 
 
 class SumOfParts(nn.Module):

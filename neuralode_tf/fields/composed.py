@@ -17,6 +17,7 @@ Sterck (2020) turn such blocks into fields in two different ways:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeGuard
 
 from torch import Tensor, nn
 
@@ -64,6 +65,11 @@ def _apply_sublayer(sublayer: nn.Module, u: Tensor, *, residual: bool = True) ->
     if isinstance(sublayer, Sublayer):
         return sublayer(u, residual=residual)
     return u + sublayer(u) if residual else sublayer(u)
+
+
+def _is_whole(block: Block) -> TypeGuard[nn.Module]:
+    """Whether ``block`` is one module ``x -> B(x)`` with its skips inside, not a sequence of sub-layers."""
+    return isinstance(block, nn.Module) and not isinstance(block, nn.ModuleList)
 
 
 def _branches(block: Block, what: str) -> nn.ModuleList:
@@ -116,16 +122,14 @@ class ComposedField(nn.Module):
         blocks = list(blocks)
         if not blocks:
             raise ValueError("ComposedField needs at least one block")
-        whole = [
-            i for i, block in enumerate(blocks) if isinstance(block, nn.Module) and not isinstance(block, nn.ModuleList)
-        ]
+        whole = [i for i, block in enumerate(blocks) if _is_whole(block)]
         if whole and not inner_residuals:
             raise ValueError(
                 f"blocks {whole} are whole modules, whose skips cannot be removed; with inner_residuals=False give "
                 "each block as a sequence of residual branches, e.g. (attention, mlp)"
             )
         self.blocks = nn.ModuleList(
-            block if i in whole else _branches(block, f"block {i}") for i, block in enumerate(blocks)
+            block if _is_whole(block) else _branches(block, f"block {i}") for i, block in enumerate(blocks)
         )
         self.final_norm = final_norm
         self.inner_residuals = inner_residuals

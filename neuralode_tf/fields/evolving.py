@@ -134,7 +134,10 @@ class EvolvingAttentionStack(WeightSharedField):
 
     def initial_state(self, x: Tensor) -> tuple[Tensor, ...]:
         """The first layer's :meth:`EvolvingAttentionField.initial_state`."""
-        return self.layers[0].initial_state(x)
+        first = self.layers[0]
+        if not isinstance(first, EvolvingAttentionField):  # the layers were checked when built, then replaced
+            raise TypeError(f"the first layer is a {type(first).__name__}, not an EvolvingAttentionField")
+        return first.initial_state(x)
 
     def final_state(self, y: tuple[Tensor, ...]) -> tuple[Tensor, None]:
         """The tokens at the end, and no regularisation term."""

@@ -9,7 +9,7 @@ from torch import Tensor, nn
 
 from .._checks import check_padding_mask
 from .._typing import State
-from ..protocols import jump_times_of, parts_of
+from ..protocols import VectorField, jump_times_of, parts_of
 from ._parts import as_field
 
 __all__ = ["KineticEnergy", "TRANSPORT_CONVENTIONS"]
@@ -100,7 +100,8 @@ class KineticEnergy(nn.Module):
         mask = self._key_padding_mask
         if mask is None:
             squares = [leaf.pow(2).reshape(*energy.shape, -1) for leaf in _leaves(dx)]
-            return sum(s.sum(-1) for s in squares) / sum(s.shape[-1] for s in squares)
+            total = sum((s.sum(-1) for s in squares[1:]), squares[0].sum(-1))
+            return total / sum(s.shape[-1] for s in squares)
         if isinstance(dx, tuple) or dx.ndim != 3:
             raise ValueError(
                 f"a key_padding_mask needs a (B, N, d) tensor state, got "
@@ -108,8 +109,8 @@ class KineticEnergy(nn.Module):
             )
         check_padding_mask(mask, "key_padding_mask", dx.shape[:-1], "the state", bound=True)
         real = (~mask).to(dx.dtype)
-        squares = dx.pow(2).sum(-1) * real
-        return squares.sum(-1) / (real.sum(-1).clamp(min=1) * dx.shape[-1])
+        per_token = dx.pow(2).sum(-1) * real
+        return per_token.sum(-1) / (real.sum(-1).clamp(min=1) * dx.shape[-1])
 
     def forward(self, t: Tensor, y: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
         x, energy = _unpack(y)
@@ -162,7 +163,7 @@ class _EnergyPart(nn.Module):
 class _MovingPart(nn.Module):
     """``(f_i(t, x), 0)``: one part of the wrapped field, leaving the energy unchanged."""
 
-    def __init__(self, part: nn.Module):
+    def __init__(self, part: VectorField):
         super().__init__()
         self.part = part
 

@@ -92,8 +92,8 @@ class WeightSharedField(nn.Module):
         """Part ``i`` shares weights across depth like the whole field does (built once, then cached)."""
         cached = self.__dict__.get("_parts")
         if cached is None:
-            layer_parts = [parts_of(layer) for layer in self.layers]
-            if not all(layer_parts) or len({len(p) for p in layer_parts}) != 1:
+            layer_parts = [parts for parts in map(parts_of, self.layers) if parts is not None]
+            if len(layer_parts) < len(self.layers) or len({len(p) for p in layer_parts}) != 1:
                 raise AttributeError(
                     "parts: the layers of this WeightSharedField are not all split into the same number of parts"
                 )
@@ -109,4 +109,6 @@ def _select(rows: Tensor, chosen: State, other: State) -> State:
     def pick(a: Tensor, b: Tensor) -> Tensor:
         return torch.where(rows.reshape(-1, *([1] * (a.ndim - 1))), a, b)
 
-    return tuple(map(pick, chosen, other)) if isinstance(chosen, tuple) else pick(chosen, other)
+    if isinstance(chosen, Tensor) and isinstance(other, Tensor):
+        return pick(chosen, other)
+    return tuple(map(pick, chosen, other))

@@ -60,3 +60,8 @@ __all__ = [
     "NODETransformer",
     "DiscreteStack",
 ]
+
+
+def __dir__() -> list[str]:
+    """`dir()` of the package: its public names (`__all__`), not the modules it is made of."""
+    return sorted(__all__)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from torch import nn
 
@@ -89,7 +89,7 @@ def _transformer_sets(
     evolving: Mapping[str, Any] | None = None,
     *,
     norm: str = "pre",
-    activation: str = "gelu",
+    activation: Literal["gelu", "relu"] = "gelu",
     attention: Mapping[str, Any] | None = None,
 ) -> list[tuple[nn.Module, ...]]:
     """``num_sets`` (default ``depth``) new blocks ``(attention, MLP)``, or ``(attention,)``.

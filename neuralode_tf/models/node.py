@@ -62,7 +62,7 @@ class NODETransformer(nn.Module):
         super().__init__()
         if not blocks:
             raise ValueError("NODETransformer needs at least one block")
-        fields = [BlockIncrementField(block) for block in blocks]
+        fields: list[nn.Module] = [BlockIncrementField(block) for block in blocks]
         if transport_cost is not None:
             fields = [KineticEnergy(field, transport_cost, convention) for field in fields]
         settings = dict(method=method, steps=steps, step_size=step_size, **solve_options)
@@ -77,10 +77,11 @@ class NODETransformer(nn.Module):
     @property
     def stats(self) -> Stats | None:
         """The statistics of the last forward call, summed over the ``D`` solves."""
-        if any(ode.stats is None for ode in self.odes):
+        stats = [ode.stats for ode in self.odes if isinstance(ode, ContinuousDepth) and ode.stats is not None]
+        if len(stats) < len(self.odes):
             return None
-        total = Stats(backend=self.odes[0].stats.backend)
-        for ode in self.odes:
+        total = Stats(backend=stats[0].backend)
+        for ode_stats in stats:
             for name in ("nfe", "n_accepted", "n_rejected", "nfe_backward"):
-                setattr(total, name, getattr(total, name) + getattr(ode.stats, name))
+                setattr(total, name, getattr(total, name) + getattr(ode_stats, name))
         return total

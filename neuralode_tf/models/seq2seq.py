@@ -100,17 +100,19 @@ class Seq2Seq(EncoderDecoder):
                 f"tgt_vocab_size={tgt_vocab_size}"
             )
         evolving = _evolving_settings(field, evolving)
-        sizes = dict(num_sets=num_sets, mlp_hidden=mlp_hidden)
 
         def build(name: str) -> tuple[nn.Module, nn.Module]:
             # skip connections in the encoder only (Wang et al. 2021, §4.3): α = 0 in the decoder
             decoder_evolving = None if evolving is None else {**evolving, "alpha": 0.0}
-            return (
-                transformer_field(dim, encoder_depth, num_heads, field=name, evolving=evolving, **sizes),
-                decoder_field(dim, num_heads, decoder_depth, evolving=decoder_evolving, **sizes),
+            encoder = transformer_field(
+                dim, encoder_depth, num_heads, field=name, evolving=evolving, num_sets=num_sets, mlp_hidden=mlp_hidden
             )
+            decoder = decoder_field(
+                dim, num_heads, decoder_depth, evolving=decoder_evolving, num_sets=num_sets, mlp_hidden=mlp_hidden
+            )
+            return encoder, decoder
 
-        fields = _named_field(field, build, valid=("split", "evolving"), **sizes)
+        fields = _named_field(field, build, valid=("split", "evolving"), num_sets=num_sets, mlp_hidden=mlp_hidden)
         if fields is None:
             if not (isinstance(field, tuple) and len(field) == 2 and all(isinstance(f, nn.Module) for f in field)):
                 raise TypeError(f"Seq2Seq's ready-made field is a pair (encoder field, decoder field), got {field!r}")

@@ -89,6 +89,7 @@ def stack_encoder(
         raise ValueError(f"unknown field {field!r}; valid: {', '.join(map(repr, FIELDS))} or a field module")
     if field != "composed" and (not inner_residuals or final_norm is not None):
         raise ValueError(f"inner_residuals=False and final_norm apply to field='composed' only, not to {field!r}")
+    sets = sets or ()  # None for a ready-made field, which reads no sets
     if isinstance(field, str) and not sets:
         raise ValueError(f"field={field!r} needs the parameter sets of the blocks")
     if field == "evolving" and transport_cost is not None:

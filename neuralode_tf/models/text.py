@@ -57,7 +57,7 @@ class TokenEmbedding(nn.Module):
             self.embedding.weight[PAD].zero_()
 
     @property
-    def weight(self) -> nn.Parameter:
+    def weight(self) -> Tensor:
         return self.embedding.weight
 
     def forward(self, tokens: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
@@ -142,7 +142,7 @@ class TextClassifier(nn.Module):
         if pooling not in ("mean", "max"):
             raise ValueError(f"pooling must be 'mean' or 'max', got {pooling!r}")
         self.pooling = pooling
-        self.embed = TokenEmbedding(vocab_size, dim)
+        self.embed: nn.Module = TokenEmbedding(vocab_size, dim)  # (SignalClassifier replaces it)
         sets = _named_field(
             field,
             lambda _: _transformer_sets(

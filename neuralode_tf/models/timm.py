@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol, cast
 
 from torch import Tensor, nn
 
@@ -12,6 +12,31 @@ from .stack import FIELDS, stack_encoder
 __all__ = ["ContinuousVisionTransformer", "continuous_from_timm"]
 
 _REQUIRED = ("patch_embed", "_pos_embed", "patch_drop", "norm_pre", "blocks", "norm", "forward_head")
+
+
+class _VisionTransformer(Protocol):
+    """The parts of a timm ``VisionTransformer`` that are used (:data:`_REQUIRED`)."""
+
+    patch_embed: nn.Module
+    patch_drop: nn.Module
+    norm_pre: nn.Module
+    blocks: nn.Sequential
+    norm: nn.Module
+
+    def _pos_embed(self, x: Tensor) -> Tensor: ...
+
+    def forward_head(self, x: Tensor, pre_logits: bool = False) -> Tensor: ...
+
+
+def _vision_transformer(model: nn.Module) -> _VisionTransformer:
+    """``model``, checked to have the parts of a timm ``VisionTransformer`` that are used."""
+    missing = [name for name in _REQUIRED if not hasattr(model, name)]
+    if missing:
+        raise TypeError(
+            f"{type(model).__name__} is not a timm VisionTransformer: it lacks {missing} "
+            "(see timm.models.vision_transformer.VisionTransformer)"
+        )
+    return cast(_VisionTransformer, model)
 
 
 class ContinuousVisionTransformer(nn.Module):
@@ -33,7 +58,7 @@ class ContinuousVisionTransformer(nn.Module):
 
     def __init__(self, vit: nn.Module, encoder: nn.Module):
         super().__init__()
-        self.vit = vit
+        self.vit = _vision_transformer(vit)
         self.encoder = encoder
 
     def forward_features(self, images: Tensor) -> Tensor:
@@ -99,15 +124,10 @@ def continuous_from_timm(
             (e.g. ``ParallelScalingBlock``).
         ValueError: an unknown ``field``.
     """
-    missing = [name for name in _REQUIRED if not hasattr(model, name)]
-    if missing:
-        raise TypeError(
-            f"{type(model).__name__} is not a timm VisionTransformer: it lacks {missing} "
-            "(see timm.models.vision_transformer.VisionTransformer)"
-        )
+    vit = _vision_transformer(model)
     if field not in FIELDS:
         raise ValueError(f"unknown field {field!r}; valid: {', '.join(map(repr, FIELDS))}")
-    branches = [timm_block_branches(block) for block in model.blocks]
+    branches = [timm_block_branches(block) for block in vit.blocks]
     settings = dict(method=method, steps=steps, step_size=step_size, **solve_options)
     encoder = stack_encoder(field, len(branches), branches, **settings)
     return ContinuousVisionTransformer(model, encoder)

@@ -17,6 +17,8 @@ blocks of depth 3 (:data:`TRANSEVOLVE_VARIANTS`).
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from typing import Any
 
 from torch import Tensor, nn
@@ -48,7 +50,7 @@ in the decoder, random-rotation (eq. 11) or full (eq. 3) feed-forward. Keyword a
 class _BlockStack(nn.Module):
     """Blocks ``ContinuousDepth(field, t1=L)``, each followed by its LayerNorm, run from their own inputs."""
 
-    def __init__(self, fields: list[nn.Module], dim: int, layers_per_block: int, solve_options: dict[str, Any]):
+    def __init__(self, fields: Sequence[nn.Module], dim: int, layers_per_block: int, solve_options: dict[str, Any]):
         super().__init__()
         if not fields:
             raise ValueError("num_blocks must be at least 1")
@@ -95,10 +97,10 @@ class TransEvolveEncoder(_BlockStack):
         time_scale: float = 64.0,
         **solve_options: Any,
     ):
-        settings = dict(feed_forward=feed_forward, mlp_hidden=mlp_hidden, mode=mode, time_scale=time_scale)
-        fields = [
-            TransEvolveField(dim, num_heads, layers_per_block, causal=causal, **settings) for _ in range(num_blocks)
-        ]
+        make_field = functools.partial(
+            TransEvolveField, feed_forward=feed_forward, mlp_hidden=mlp_hidden, mode=mode, time_scale=time_scale
+        )
+        fields = [make_field(dim, num_heads, layers_per_block, causal=causal) for _ in range(num_blocks)]
         super().__init__(fields, dim, layers_per_block, solve_options)
 
     def forward(self, x: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
@@ -131,8 +133,10 @@ class TransEvolveDecoder(_BlockStack):
         time_scale: float = 64.0,
         **solve_options: Any,
     ):
-        settings = dict(feed_forward=feed_forward, mlp_hidden=mlp_hidden, mode=mode, time_scale=time_scale)
-        fields = [TransEvolveDecoderField(dim, num_heads, layers_per_block, **settings) for _ in range(num_blocks)]
+        make_field = functools.partial(
+            TransEvolveDecoderField, feed_forward=feed_forward, mlp_hidden=mlp_hidden, mode=mode, time_scale=time_scale
+        )
+        fields = [make_field(dim, num_heads, layers_per_block) for _ in range(num_blocks)]
         super().__init__(fields, dim, layers_per_block, solve_options)
 
     def forward(

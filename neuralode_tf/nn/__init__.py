@@ -6,3 +6,8 @@ from .mlp import MLPBranch
 from .timm import timm_block_branches
 
 __all__ = ["AttentionBranch", "EvolvingAttentionBranch", "MLPBranch", "timm_block_branches"]
+
+
+def __dir__() -> list[str]:
+    """`dir()` of the package: its public names (`__all__`), not the modules it is made of."""
+    return sorted(__all__)

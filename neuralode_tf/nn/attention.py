@@ -18,7 +18,91 @@ _CROSS_KEYWORDS = {
 """The ``bind`` keyword each value bound to a cross-attention branch comes from (self-attention keeps the names)."""
 
 
-class AttentionBranch(nn.Module):
+class _AttentionParameters(nn.Module):
+    """The parameters of a pre-norm multi-head attention branch (``norm``, ``qkv`` or ``q``/``kv``, ``proj``), its
+    projection into heads and its per-batch conditioning, without a ``forward``: shared by :class:`AttentionBranch`
+    and :class:`~neuralode_tf.nn.EvolvingAttentionBranch`, whose ``forward`` also takes and returns the logits (so
+    it is no ``AttentionBranch``). The arguments are those of :class:`AttentionBranch`."""
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        *,
+        causal: bool = False,
+        context_dim: int | None = None,
+        bias: bool = True,
+        head_dim: int | None = None,
+        qkv_bias: bool | None = None,
+        out_proj: bool = True,
+        prenorm: bool = True,
+    ):
+        super().__init__()
+        if head_dim is None and dim % num_heads:
+            raise ValueError(f"num_heads={num_heads} must divide dim={dim}")
+        inner = dim if head_dim is None else num_heads * head_dim
+        if not out_proj and inner != dim:
+            raise ValueError(f"out_proj=False needs heads {inner} wide together, the width dim={dim}")
+        qkv_bias = bias if qkv_bias is None else qkv_bias
+        self.num_heads = num_heads
+        self.causal = causal
+        self.norm = nn.LayerNorm(dim) if prenorm else nn.Identity()
+        if context_dim is None:
+            self.qkv = nn.Linear(dim, 3 * inner, bias=qkv_bias)
+        else:
+            self.q = nn.Linear(dim, inner, bias=qkv_bias)
+            self.kv = nn.Linear(context_dim, 2 * inner, bias=qkv_bias)
+        self.proj = nn.Linear(inner, dim, bias=bias) if out_proj else nn.Identity()
+        self._bound: dict[str, Tensor | None] = {}
+
+    @property
+    def is_cross_attention(self) -> bool:
+        return not hasattr(self, "qkv")
+
+    def _conditioned(
+        self, x: Tensor, context: Tensor | None, key_padding_mask: Tensor | None
+    ) -> tuple[Tensor | None, Tensor | None]:
+        """``context`` and ``key_padding_mask`` as given, else as bound, checked against ``x``."""
+        context, context_name, context_bound = self._given_or_bound("context", context)
+        key_padding_mask, mask_name, mask_bound = self._given_or_bound("key_padding_mask", key_padding_mask)
+        if not self.is_cross_attention:
+            check_padding_mask(key_padding_mask, mask_name, x.shape[:-1], "x", bound=mask_bound)
+        elif context is not None:  # (without one, _project says how to pass it)
+            check_context(context, context_name, x, bound=context_bound)
+            check_padding_mask(key_padding_mask, mask_name, context.shape[:-1], context_name, bound=mask_bound)
+        return context, key_padding_mask
+
+    def _given_or_bound(self, key: str, given: Tensor | None) -> tuple[Tensor | None, str, bool]:
+        """The explicit argument ``key``, else the bound value; with the name to report and whether it was bound."""
+        if given is not None:
+            return given, key, False
+        return self._bound.get(key), _CROSS_KEYWORDS[key] if self.is_cross_attention else key, True
+
+    def _project(self, x: Tensor, context: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+        """Per-head queries, keys and values of ``LN(x)`` (keys and values from ``context`` for
+        cross-attention), each ``(*batch, H, tokens, d_h)``."""
+        name = type(self).__name__
+        h = self.norm(x)
+        if self.is_cross_attention:
+            if context is None:
+                raise ValueError(f"this {name} was built for cross-attention: pass context= or bind(memory=...)")
+            q = self.q(h)
+            k, v = self.kv(context).chunk(2, dim=-1)
+        else:
+            if context is not None:
+                raise ValueError(
+                    f"this {name} does self-attention; build it with context_dim= (EvolvingAttentionBranch: "
+                    "cross_attention=True) to pass context"
+                )
+            q, k, v = self.qkv(h).chunk(3, dim=-1)
+        return self._split_heads(q), self._split_heads(k), self._split_heads(v)
+
+    def _split_heads(self, z: Tensor) -> Tensor:
+        # (*batch, n, H * d_h) -> (*batch, H, n, d_h)
+        return z.unflatten(-1, (self.num_heads, -1)).transpose(-3, -2)
+
+
+class AttentionBranch(_AttentionParameters):
     """Pre-LayerNorm multi-head attention: ``x -> W_o · MHA(LN(x), kv, kv)``, with no skip connection.
 
     .. math::
@@ -72,37 +156,6 @@ class AttentionBranch(nn.Module):
     keyword arguments of its own ``forward``.
     """
 
-    def __init__(
-        self,
-        dim: int,
-        num_heads: int,
-        *,
-        causal: bool = False,
-        context_dim: int | None = None,
-        bias: bool = True,
-        head_dim: int | None = None,
-        qkv_bias: bool | None = None,
-        out_proj: bool = True,
-        prenorm: bool = True,
-    ):
-        super().__init__()
-        if head_dim is None and dim % num_heads:
-            raise ValueError(f"num_heads={num_heads} must divide dim={dim}")
-        inner = dim if head_dim is None else num_heads * head_dim
-        if not out_proj and inner != dim:
-            raise ValueError(f"out_proj=False needs heads {inner} wide together, the width dim={dim}")
-        qkv_bias = bias if qkv_bias is None else qkv_bias
-        self.num_heads = num_heads
-        self.causal = causal
-        self.norm = nn.LayerNorm(dim) if prenorm else nn.Identity()
-        if context_dim is None:
-            self.qkv = nn.Linear(dim, 3 * inner, bias=qkv_bias)
-        else:
-            self.q = nn.Linear(dim, inner, bias=qkv_bias)
-            self.kv = nn.Linear(context_dim, 2 * inner, bias=qkv_bias)
-        self.proj = nn.Linear(inner, dim, bias=bias) if out_proj else nn.Identity()
-        self._bound: dict[str, Tensor | None] = {}
-
     def bind(
         self,
         *,
@@ -123,10 +176,6 @@ class AttentionBranch(nn.Module):
         else:
             self._bound = {"key_padding_mask": key_padding_mask}
 
-    @property
-    def is_cross_attention(self) -> bool:
-        return not hasattr(self, "qkv")
-
     def forward(self, x: Tensor, context: Tensor | None = None, key_padding_mask: Tensor | None = None) -> Tensor:
         context, key_padding_mask = self._conditioned(x, context, key_padding_mask)
         q, k, v = self._project(x, context)
@@ -136,48 +185,6 @@ class AttentionBranch(nn.Module):
         if key_padding_mask is not None and not self.is_cross_attention:
             out = out.masked_fill(key_padding_mask.unsqueeze(-1), 0.0)
         return out
-
-    def _conditioned(
-        self, x: Tensor, context: Tensor | None, key_padding_mask: Tensor | None
-    ) -> tuple[Tensor | None, Tensor | None]:
-        """``context`` and ``key_padding_mask`` as given, else as bound, checked against ``x``."""
-        context, context_name, context_bound = self._given_or_bound("context", context)
-        key_padding_mask, mask_name, mask_bound = self._given_or_bound("key_padding_mask", key_padding_mask)
-        if not self.is_cross_attention:
-            check_padding_mask(key_padding_mask, mask_name, x.shape[:-1], "x", bound=mask_bound)
-        elif context is not None:  # (without one, _project says how to pass it)
-            check_context(context, context_name, x, bound=context_bound)
-            check_padding_mask(key_padding_mask, mask_name, context.shape[:-1], context_name, bound=mask_bound)
-        return context, key_padding_mask
-
-    def _given_or_bound(self, key: str, given: Tensor | None) -> tuple[Tensor | None, str, bool]:
-        """The explicit argument ``key``, else the bound value; with the name to report and whether it was bound."""
-        if given is not None:
-            return given, key, False
-        return self._bound.get(key), _CROSS_KEYWORDS[key] if self.is_cross_attention else key, True
-
-    def _project(self, x: Tensor, context: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
-        """Per-head queries, keys and values of ``LN(x)`` (keys and values from ``context`` for
-        cross-attention), each ``(*batch, H, tokens, d_h)``."""
-        name = type(self).__name__
-        h = self.norm(x)
-        if self.is_cross_attention:
-            if context is None:
-                raise ValueError(f"this {name} was built for cross-attention: pass context= or bind(memory=...)")
-            q = self.q(h)
-            k, v = self.kv(context).chunk(2, dim=-1)
-        else:
-            if context is not None:
-                raise ValueError(
-                    f"this {name} does self-attention; build it with context_dim= (EvolvingAttentionBranch: "
-                    "cross_attention=True) to pass context"
-                )
-            q, k, v = self.qkv(h).chunk(3, dim=-1)
-        return tuple(self._split_heads(z) for z in (q, k, v))
-
-    def _split_heads(self, z: Tensor) -> Tensor:
-        # (*batch, n, H * d_h) -> (*batch, H, n, d_h)
-        return z.unflatten(-1, (self.num_heads, -1)).transpose(-3, -2)
 
     def _mask(self, key_padding_mask: Tensor | None, n_q: int, n_k: int, device: torch.device) -> Tensor | None:
         """Boolean mask, True where attention is allowed, shaped ``(*batch, 1, n_q, n_k)``."""

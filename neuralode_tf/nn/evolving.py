@@ -7,12 +7,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .._checks import check_padding_mask
-from .attention import AttentionBranch
+from .attention import _AttentionParameters
 
 __all__ = ["EvolvingAttentionBranch"]
 
 
-class EvolvingAttentionBranch(AttentionBranch):
+class EvolvingAttentionBranch(_AttentionParameters):
     """Pre-LayerNorm multi-head attention whose logits evolve with depth (Wang et al. 2021, eq. 4).
 
     Given the tokens ``x`` and the logit map ``A^{i-1}`` of the previous block, shape ``(H, n, m)``
@@ -96,6 +96,8 @@ class EvolvingAttentionBranch(AttentionBranch):
 
     Inside a field, per-batch conditioning comes from :meth:`bind`.
     """
+
+    kernel_mask: Tensor
 
     def __init__(
         self,

@@ -30,6 +30,5 @@ def timm_block_branches(block: nn.Module) -> tuple[nn.Sequential, nn.Sequential]
             f"{type(block).__name__} is not a timm Block: it lacks {missing}. Expected the "
             f"submodules {list(_REQUIRED)} of timm.models.vision_transformer.Block"
         )
-    attn = nn.Sequential(block.norm1, block.attn, block.ls1)
-    mlp = nn.Sequential(block.norm2, block.mlp, block.ls2)
-    return attn, mlp
+    norm1, attn, ls1, norm2, mlp, ls2 = (block.get_submodule(name) for name in _REQUIRED)
+    return nn.Sequential(norm1, attn, ls1), nn.Sequential(norm2, mlp, ls2)

@@ -73,3 +73,8 @@ __all__ = [
     "CausalityWarning",
     "is_causal",
 ]
+
+
+def __dir__() -> list[str]:
+    """`dir()` of the package: its public names (`__all__`), not the modules it is made of."""
+    return sorted(__all__)

@@ -26,7 +26,7 @@ kernels without Python in between, which matters where Python overhead dominates
 Other devices get torch.compile's defaults: on CUDA, ``cpp_wrapper`` given as an option broke the compilation
 of backward graphs with torch 2.11 (``CudaKernelParamCache not populated``, pytorch/pytorch#178845)."""
 
-_CPP_WRAPPER_CHECKPOINTS = torch.__version__ >= (2, 14)
+_CPP_WRAPPER_CHECKPOINTS = torch.__version__ >= "2.14"  # a TorchVersion: compared as a version, not as text
 """Before torch 2.14, a checkpointed march (``adjoint="checkpoint"``) compiled with ``cpp_wrapper`` failed: the
 partitioner took CPU attention (tagged random even at ``dropout_p=0``) for a random op and wrapped its
 recomputation in ``run_and_save_rng_state``, which the C++ wrapper cannot emit (``AssertionError:

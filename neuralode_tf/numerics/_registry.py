@@ -65,6 +65,13 @@ class Settings:
     options: dict[str, Any]
     compile: bool | dict[str, Any]
 
+    @property
+    def grid_step(self) -> float:
+        """The ``step_size`` of a fixed-grid method (a :class:`SolverConfigError` for an adaptive one: it has none)."""
+        if self.step_size is None:
+            raise SolverConfigError(f"{self.method!r} is adaptive: it has no fixed step size")
+        return self.step_size
+
 
 Solver = Callable[[Field, State, list[float], Settings, Stats], "list[State] | State"]
 """``(field, y0, times, settings, stats) -> ys``: the states at ``times``, as a list or stacked along dim 0."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 import torch
 from torch import Tensor
@@ -30,12 +31,10 @@ def tree_map(fn: Callable[..., Tensor], *states: State) -> State:
 
 def axpy(y: State, terms: list[tuple[float, State]]) -> State:
     """``y + sum(coef * k)``, skipping zero coefficients, leaf by leaf."""
-    terms = [(coef, k) for coef, k in terms if coef != 0.0]
-    if not terms:
+    nonzero = [(coef, leaves(k)) for coef, k in terms if coef != 0.0]
+    if not nonzero:
         return y
-    if isinstance(y, tuple):
-        return tuple(_axpy_leaf(y_i, [(coef, k[i]) for coef, k in terms]) for i, y_i in enumerate(y))
-    return _axpy_leaf(y, terms)
+    return rebuild(y, [_axpy_leaf(y_i, [(coef, k[i]) for coef, k in nonzero]) for i, y_i in enumerate(leaves(y))])
 
 
 def _axpy_leaf(y: Tensor, terms: list[tuple[float, Tensor]]) -> Tensor:
@@ -47,9 +46,7 @@ def _axpy_leaf(y: Tensor, terms: list[tuple[float, Tensor]]) -> Tensor:
 
 def stack(states: list[State]) -> State:
     """Stack a list of states along a new leading (time) dimension."""
-    if isinstance(states[0], tuple):
-        return tuple(torch.stack(xs) for xs in zip(*states))
-    return torch.stack(states)
+    return rebuild(states[0], [torch.stack(xs) for xs in zip(*map(leaves, states))])
 
 
 def all_finite(y: State) -> Tensor:
@@ -68,7 +65,8 @@ def surely_finite(states: list[State]) -> bool:
     instead of :func:`all_finite`'s elementwise test (five kernels on a CPU) for the common, finite case.
     """
     with torch.no_grad():
-        total = sum(leaf.sum() for state in states for leaf in leaves(state))
+        sums = [leaf.sum() for state in states for leaf in leaves(state)]
+        total = sum(sums[1:], sums[0])
     return bool(torch.isfinite(total)) or all(bool(all_finite(state)) for state in states)
 
 
@@ -87,9 +85,10 @@ def check_like(out: object, y: State, what: str) -> None:
         ok = isinstance(out, tuple) and len(out) == len(y) and all(isinstance(o, Tensor) for o in out)
     else:
         ok = isinstance(out, Tensor)
-    if ok:
+    if ok:  # out is a state: the checks above prove it
         ok = all(
-            o.shape == s.shape and o.dtype == s.dtype and o.device == s.device for o, s in zip(leaves(out), leaves(y))
+            o.shape == s.shape and o.dtype == s.dtype and o.device == s.device
+            for o, s in zip(leaves(cast(State, out)), leaves(y))
         )
     if not ok:
         got = (

@@ -11,7 +11,7 @@ import itertools
 import math
 import numbers
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 from torch import Tensor, nn
@@ -288,9 +288,11 @@ def _dtypes(y0: State) -> str:
     return ", ".join(sorted({str(x.dtype) for x in leaves(y0)}))
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
+    """An integer other than a bool (``int``, a NumPy integer: any :class:`numbers.Integral`), typed as ``int``."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def _is_real(value: object) -> bool:
+def _is_real(value: object) -> TypeGuard[float]:
+    """A real number other than a bool (any :class:`numbers.Real`), typed as ``float``, which stands for them all."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool)

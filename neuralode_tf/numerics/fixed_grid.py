@@ -117,7 +117,7 @@ def nfe_per_step(scheme: str | None, tableau: ButcherTableau, n_parts: int) -> i
 
 
 def _checked(field: Field, what: str) -> Field:
-    def call(t: Tensor, y: State) -> State:
+    def call(t: Tensor | float, y: State) -> State:
         out = field(t, y)
         check_like(out, y, what)
         return out

@@ -59,7 +59,7 @@ def model_keys(preset: Preset, data: Splits, overrides: dict[str, Any]) -> Model
     for cls in type(model).__mro__[: type(model).__mro__.index(nn.Module)]:
         init = vars(cls).get("__init__")
         arguments = calls.get(getattr(init, "__code__", None))
-        if arguments is None:
+        if init is None or arguments is None:  # (no __init__ of its own, or not called)
             continue
         named = _parameters(init)[1:]
         for name, parameter in named:

@@ -98,8 +98,8 @@ def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Train the preset or config file with the overrides and print the result as JSON (or, with --describe,
     print the run's settings and keys)."""
     if args.list:
-        for name, preset in PRESETS.items():
-            print(f"{name:<22} {preset.description}")
+        for listed, preset in PRESETS.items():
+            print(f"{listed:<22} {preset.description}")
         return 0
     values = load_config(args.config) if args.config else {}
     name = args.preset or values.get("preset")

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
 import types
 import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
 
 __all__ = ["TrainConfig", "ConfigError", "apply_overrides", "load_config", "base_settings"]
 

@@ -18,17 +18,19 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import Any
 
 import torch
 from torch import Tensor
 
+from .._typing import State
 from ..fields import SplitField, WeightSharedField
 from ..nn import AttentionBranch, MLPBranch
 from ..numerics import solve
 
 __all__ = ["RUNS", "add_arguments", "problem", "run"]
 
-RUNS = [
+RUNS: list[tuple[str, dict[str, Any]]] = [
     ("lie_trotter", dict(step_size=1.0)),
     ("lie_trotter", dict(steps=64)),
     ("strang", dict(steps=64, substep="midpoint")),
@@ -66,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     """Print the table of :data:`RUNS` for the options ``args`` (see :func:`add_arguments`); return 0."""
     field, x = problem(args)
     t = [0.0, float(args.depth)]
-    reference = solve(field, x, t, method="dopri5", rtol=1e-10, atol=1e-10).y1
+    reference = _tensor(solve(field, x, t, method="dopri5", rtol=1e-10, atol=1e-10).y1)
     print(
         f"{args.depth}-layer transformer field ({args.sets} parameter sets), d={args.dim}, {args.num_heads} heads, "
         f"{args.tokens} tokens, batch {args.batch}; error at t={args.depth} vs dopri5 (rtol=atol=1e-10)\n"
@@ -76,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         start = time.perf_counter()
         solution = solve(field, x, t, method=method, **settings)
         elapsed = 1e3 * (time.perf_counter() - start)
-        error = (solution.y1 - reference).abs().max().item()
+        error = (_tensor(solution.y1) - reference).abs().max().item()
         described = ", ".join(f"{k}={v}" for k, v in settings.items())
         stats = solution.stats
         print(
@@ -85,3 +87,10 @@ def run(args: argparse.Namespace) -> int:
         )
     print("\nevals of splitting methods count evaluations of one part (attention or MLP).")
     return 0
+
+
+def _tensor(state: State) -> Tensor:
+    """A state of a solve from the tensor ``x``: a tensor too."""
+    if not isinstance(state, Tensor):
+        raise TypeError(f"expected a tensor state, got {type(state).__name__}")
+    return state

@@ -156,7 +156,7 @@ def train(config: TrainConfig) -> dict[str, Any]:
     signum = _stop_signal(request, device)
     if signum:
         raise TrainingInterrupted(signum, done, checkpoint_path)
-    result = {
+    result: dict[str, Any] = {
         "preset": config.preset,
         "steps": stop,
         "final_loss": history[-1]["loss"] if history else math.nan,

@@ -15,7 +15,7 @@ from torch import nn
 
 from ..data import Splits
 from ..models import TRANSEVOLVE_VARIANTS, create_model, model_config
-from ._models import classes, images, pairs, registered, tokens
+from ._models import _vocabulary_size, classes, images, pairs, registered, tokens
 from ._preset import Preset, make_preset
 from .presets_ot import OT_PRESETS, OT_VARIANTS
 
@@ -59,7 +59,7 @@ def _transevolve_seq2seq(data: Splits, variant: str = "randomFF-2", **overrides:
     layers in 1 or 2 blocks per side); d = 64, 4 heads."""
     if variant == "transformer":
         return create_model("transformer_reverse", **{**pairs(data), **overrides})
-    vocab = {"vocab_size": len(data.vocab)}
+    vocab = {"vocab_size": _vocabulary_size(data)}
     return create_model("transevolve_reverse", **{**vocab, **_transevolve_settings(variant), **overrides})
 
 
@@ -95,73 +95,76 @@ grid, ``α = β = 0.4`` (§4.2). Not tuned here.
 """
 
 
+_ROWS: list[tuple[str, str, str, Callable[..., nn.Module], dict[str, Any]]] = [
+    # name, description, dataset, model, settings (TrainConfig fields; "data": the dataset's options)
+    (
+        "vit_digits",
+        "DeiT-Ti-like ViT (patch 2, d=48, 4 parallel blocks) on scikit-learn digits",
+        "digits",
+        registered("deit_tiny_digits", images),
+        dict(epochs=30, batch_size=64, lr=2e-3, weight_decay=0.05, warmup_steps=50),
+    ),
+    (
+        "text_tweets",
+        "text classifier (d=64, 2 blocks) on the tweets sentiment corpus, 3 classes",
+        "tweets",
+        registered("text_tweets", tokens),
+        dict(epochs=3, batch_size=128, lr=1e-3, weight_decay=0.01, warmup_steps=50),
+    ),
+    (
+        "set_shapes3d",
+        "Set Transformer (ISAB width 64, 8 PMA seeds) on generated 3D shapes, 8 classes",
+        "shapes3d",
+        registered("set_transformer_shapes3d", classes),
+        dict(epochs=20, batch_size=64, lr=2e-3, warmup_steps=50, data=dict(num_train=4000, num_test=1000)),
+    ),
+    (
+        "transformer_mnist1d",
+        "continuous-depth transformer (patch 4, d=64, 4 blocks) on MNIST-1D, 4,000/1,000 split",
+        "mnist1d",
+        registered("signal_mnist1d", classes),
+        dict(epochs=60, batch_size=100, lr=1e-3, weight_decay=0.01, warmup_steps=100),
+    ),
+    (
+        "transevolve_listops",
+        "TransEvolve (randomFF-2: 2 blocks of depth 3, d=64) on generated ListOps, lengths 16-128",
+        "listops",
+        _listops,
+        dict(epochs=20, batch_size=64, lr=1e-3, weight_decay=0.01, warmup_steps=100),
+    ),
+    (
+        "ea_digits_vit",
+        "Evolving-attention ViT (patch 2, d=48, 4 blocks, α=0.5, β=1, 3x3) on scikit-learn digits",
+        "digits",
+        registered("ea_vit_digits", images),
+        dict(epochs=30, batch_size=64, lr=2e-3, weight_decay=0.05, warmup_steps=50),
+    ),
+    (
+        "ea_tweets_text",
+        "Evolving-attention text classifier (d=64, 4 blocks, α=β=0.4, 3x3) on the tweets corpus",
+        "tweets",
+        registered("ea_text_tweets", tokens),
+        dict(epochs=2, batch_size=128, lr=1e-3, weight_decay=0.01, warmup_steps=50, data=dict(max_samples=12000)),
+    ),
+    (
+        "transevolve_reverse",
+        "TransEvolve encoder-decoder (randomFF-2: 2 blocks of depth 3 per side, d=64) reversing symbol sequences",
+        "reverse",
+        _transevolve_seq2seq,
+        dict(epochs=20, batch_size=64, lr=1e-3, warmup_steps=50),
+    ),
+    (
+        "seq2seq_reverse",
+        "encoder-decoder (d=64, 2+2 blocks) reversing symbol sequences",
+        "reverse",
+        registered("seq2seq_reverse", pairs),
+        dict(epochs=20, batch_size=64, lr=1e-3, warmup_steps=50),
+    ),
+]
+
 _PRESETS: dict[str, Preset] = {
     name: make_preset(description, dataset, model, name, **settings)
-    for name, description, dataset, model, settings in [
-        (
-            "vit_digits",
-            "DeiT-Ti-like ViT (patch 2, d=48, 4 parallel blocks) on scikit-learn digits",
-            "digits",
-            registered("deit_tiny_digits", images),
-            dict(epochs=30, batch_size=64, lr=2e-3, weight_decay=0.05, warmup_steps=50),
-        ),
-        (
-            "text_tweets",
-            "text classifier (d=64, 2 blocks) on the tweets sentiment corpus, 3 classes",
-            "tweets",
-            registered("text_tweets", tokens),
-            dict(epochs=3, batch_size=128, lr=1e-3, weight_decay=0.01, warmup_steps=50),
-        ),
-        (
-            "set_shapes3d",
-            "Set Transformer (ISAB width 64, 8 PMA seeds) on generated 3D shapes, 8 classes",
-            "shapes3d",
-            registered("set_transformer_shapes3d", classes),
-            dict(epochs=20, batch_size=64, lr=2e-3, warmup_steps=50, data=dict(num_train=4000, num_test=1000)),
-        ),
-        (
-            "transformer_mnist1d",
-            "continuous-depth transformer (patch 4, d=64, 4 blocks) on MNIST-1D, 4,000/1,000 split",
-            "mnist1d",
-            registered("signal_mnist1d", classes),
-            dict(epochs=60, batch_size=100, lr=1e-3, weight_decay=0.01, warmup_steps=100),
-        ),
-        (
-            "transevolve_listops",
-            "TransEvolve (randomFF-2: 2 blocks of depth 3, d=64) on generated ListOps, lengths 16-128",
-            "listops",
-            _listops,
-            dict(epochs=20, batch_size=64, lr=1e-3, weight_decay=0.01, warmup_steps=100),
-        ),
-        (
-            "ea_digits_vit",
-            "Evolving-attention ViT (patch 2, d=48, 4 blocks, α=0.5, β=1, 3x3) on scikit-learn digits",
-            "digits",
-            registered("ea_vit_digits", images),
-            dict(epochs=30, batch_size=64, lr=2e-3, weight_decay=0.05, warmup_steps=50),
-        ),
-        (
-            "ea_tweets_text",
-            "Evolving-attention text classifier (d=64, 4 blocks, α=β=0.4, 3x3) on the tweets corpus",
-            "tweets",
-            registered("ea_text_tweets", tokens),
-            dict(epochs=2, batch_size=128, lr=1e-3, weight_decay=0.01, warmup_steps=50, data=dict(max_samples=12000)),
-        ),
-        (
-            "transevolve_reverse",
-            "TransEvolve encoder-decoder (randomFF-2: 2 blocks of depth 3 per side, d=64) reversing symbol sequences",
-            "reverse",
-            _transevolve_seq2seq,
-            dict(epochs=20, batch_size=64, lr=1e-3, warmup_steps=50),
-        ),
-        (
-            "seq2seq_reverse",
-            "encoder-decoder (d=64, 2+2 blocks) reversing symbol sequences",
-            "reverse",
-            registered("seq2seq_reverse", pairs),
-            dict(epochs=20, batch_size=64, lr=1e-3, warmup_steps=50),
-        ),
-    ]
+    for name, description, dataset, model, settings in _ROWS
 }
 
 PRESETS: dict[str, Preset] = {**_PRESETS, **OT_PRESETS}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -12,7 +13,7 @@ from ..._checks import check_context, check_padding_mask, check_shape
 from ._depth import _scalar_time, depth_signal
 from ._masks import _allowed, _masked
 from ._modes import _MODES, _PATHS, TransEvolveMode, _exact_path
-from ._paths import _key_bias
+from ._paths import _key_bias, _part
 from ._state import TransEvolveState
 from ._tiling import _exp_tiles, _pad_to_8
 
@@ -155,7 +156,8 @@ class TransEvolveAttention(nn.Module):
         time_q = self._time_columns(self.w_q)
         q_heads, k_heads = self._split_heads(q), self._split_heads(k)
         scale = 1.0 / math.sqrt(q_heads.shape[-1])
-        common = dict(
+        make_state = functools.partial(
+            TransEvolveState,
             mode=mode,
             causal=self.causal,
             keys_full=k,
@@ -167,8 +169,7 @@ class TransEvolveAttention(nn.Module):
         )
         if mode == "fidelity":
             time_k = self._time_columns(self.w_k)
-            return TransEvolveState(
-                **common,
+            return make_state(
                 allowed=_allowed(pad, self.causal, n, device),
                 scores=q_heads @ k_heads.transpose(-1, -2) * scale,
                 query_time=torch.einsum("...iD,Dht->...hit", q, time_k),
@@ -177,11 +178,9 @@ class TransEvolveAttention(nn.Module):
         queries, keys = _pad_to_8(q_heads * scale), _pad_to_8(k_heads)
         if mode == "fused":
             allowed = None if pad is None else _allowed(pad, self.causal, n, device)
-            return TransEvolveState(**common, allowed=allowed, queries=queries, keys=keys)
+            return make_state(allowed=allowed, queries=queries, keys=keys)
         allowed = _allowed(pad, self.causal, n, device)
-        return TransEvolveState(
-            **common, allowed=allowed, queries=queries, keys=keys, weights=_exp_tiles(queries, keys, allowed)
-        )
+        return make_state(allowed=allowed, queries=queries, keys=keys, weights=_exp_tiles(queries, keys, allowed))
 
     def bind(
         self,
@@ -234,7 +233,8 @@ class TransEvolveAttention(nn.Module):
         if state is None or state.mode != "fidelity":
             raise ValueError("attention_weights needs a state prepared in mode='fidelity' (it keeps A0)")
         _, signal = self._depth(t)
-        return _masked(state.scores + _key_bias(state, signal)[..., None, :], state.allowed).softmax(dim=-1)
+        scores = _part(state.scores, "scores", state)
+        return _masked(scores + _key_bias(state, signal)[..., None, :], state.allowed).softmax(dim=-1)
 
     def _depth(self, t: Tensor | float) -> tuple[int, Tensor]:
         """The layer whose parameters act at ``t`` (on ``[l, l + 1)``) and the depth vector ``T(t)``."""

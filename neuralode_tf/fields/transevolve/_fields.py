@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, get_args
+from typing import Literal, TypeVar, get_args
 
 from torch import nn
 
@@ -18,6 +18,8 @@ FeedForwardKind = Literal["random", "full"]
 TransEvolve-randomFF) or ``"full"`` (:class:`~neuralode_tf.nn.MLPBranch`, eq. 3, TransEvolve-fullFF)."""
 
 _FEED_FORWARD_LAYERS: dict[str, type[nn.Module]] = {"random": RandomFeedForward, "full": MLPBranch}
+
+_Part = TypeVar("_Part", bound=nn.Module)
 
 
 class _TransEvolveBlock(SplitField):
@@ -48,9 +50,16 @@ class _TransEvolveBlock(SplitField):
         ]
         super().__init__(*attention_parts, feed_forward_part)
 
+    def _part(self, index: int, kind: type[_Part]) -> _Part:
+        """The part at ``index``, a ``kind`` as built (unless replaced since)."""
+        part = self.parts[index]
+        if not isinstance(part, kind):
+            raise TypeError(f"part {index} of {type(self).__name__} is a {type(part).__name__}, not a {kind.__name__}")
+        return part
+
     @property
     def feed_forward(self) -> WeightSharedField:
-        return self.parts[-1]
+        return self._part(-1, WeightSharedField)
 
     @property
     def jump_times(self) -> list[float]:
@@ -103,7 +112,7 @@ class TransEvolveField(_TransEvolveBlock):
 
     @property
     def attention(self) -> TransEvolveAttention:
-        return self.parts[0]
+        return self._part(0, TransEvolveAttention)
 
 
 class TransEvolveDecoderField(_TransEvolveBlock):
@@ -149,8 +158,8 @@ class TransEvolveDecoderField(_TransEvolveBlock):
 
     @property
     def self_attention(self) -> TransEvolveAttention:
-        return self.parts[0]
+        return self._part(0, TransEvolveAttention)
 
     @property
     def cross_attention(self) -> TransEvolveAttention:
-        return self.parts[1]
+        return self._part(1, TransEvolveAttention)

@@ -15,6 +15,7 @@ softmax (key) axis and cancel. :func:`_fidelity` computes the left side, :func:`
 from __future__ import annotations
 
 import math
+from typing import TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -23,6 +24,17 @@ from torch import Tensor
 from ._masks import _allowed, _masked
 from ._state import TransEvolveState
 from ._tiling import _round_up_8
+
+_T = TypeVar("_T")
+
+
+def _part(value: _T | None, name: str, state: TransEvolveState) -> _T:
+    """``value``, the part ``name`` of ``state`` that a path needs: a state holds the parts of its own mode only."""
+    if value is None:
+        raise ValueError(
+            f"this TransEvolveState (mode {state.mode!r}) has no {name}: prepare it in the mode of the path reading it"
+        )
+    return value
 
 
 def _key_bias(state: TransEvolveState, signal: Tensor) -> Tensor:
@@ -38,11 +50,10 @@ def _softmax_apply(logits: Tensor, allowed: Tensor | None, values: Tensor) -> Te
 
 def _fidelity(state: TransEvolveState, signal: Tensor, values: Tensor) -> Tensor:
     """Eq. 9 with every term of eq. 6 as written: ``softmax(A0 + A1 Tᵀ + T A2 + A3 (T ⊙ T) + M) V``."""
-    query_side = torch.einsum("...hit,ht->...hi", state.query_time, signal)
-    both_sides = (state.time_time * signal * signal).sum(-1)
-    logits = (
-        state.scores + query_side[..., :, None] + _key_bias(state, signal)[..., None, :] + both_sides[:, None, None]
-    )
+    query_side = torch.einsum("...hit,ht->...hi", _part(state.query_time, "query_time", state), signal)
+    both_sides = (_part(state.time_time, "time_time", state) * signal * signal).sum(-1)
+    scores = _part(state.scores, "scores", state)
+    logits = scores + query_side[..., :, None] + _key_bias(state, signal)[..., None, :] + both_sides[:, None, None]
     return _softmax_apply(logits, state.allowed, values)
 
 
@@ -54,7 +65,7 @@ def _factored(state: TransEvolveState, signal: Tensor, values: Tensor) -> Tensor
     """
     bias = _key_bias(state, signal)
     weighted = _key_weighted(values, _key_weight(state, bias), _round_up_8(values.shape[-1] + 1))
-    weighted_sum = torch.cat([tile @ weighted for tile in state.weights], dim=-2)
+    weighted_sum = torch.cat([tile @ weighted for tile in _part(state.weights, "weights", state)], dim=-2)
     return _normalised(state, weighted_sum, bias, values)
 
 
@@ -66,10 +77,11 @@ def _fused(state: TransEvolveState, signal: Tensor, values: Tensor) -> Tensor:
     math path, which materialises the ``n × m`` weights.
     """
     bias = _key_bias(state, signal)
-    weighted = _key_weighted(values, _key_weight(state, bias), state.queries.shape[-1])
+    queries, keys = _part(state.queries, "queries", state), _part(state.keys, "keys", state)
+    weighted = _key_weighted(values, _key_weight(state, bias), queries.shape[-1])
     is_causal = state.causal and state.allowed is None
     weighted_sum = F.scaled_dot_product_attention(
-        state.queries, state.keys, weighted, attn_mask=state.allowed, is_causal=is_causal, scale=1.0
+        queries, keys, weighted, attn_mask=state.allowed, is_causal=is_causal, scale=1.0
     )
     return _normalised(state, weighted_sum, bias, values)
 
@@ -109,7 +121,7 @@ def _normalised(state: TransEvolveState, weighted_sum: Tensor, bias: Tensor, val
     underflow = denominator < info.tiny / info.eps
     if not bool(underflow.any()):
         return numerator / denominator
-    scores = state.queries @ state.keys.transpose(-1, -2)
+    scores = _part(state.queries, "queries", state) @ _part(state.keys, "keys", state).transpose(-1, -2)
     allowed = state.allowed
     if allowed is None and state.causal:
         allowed = _allowed(None, True, scores.shape[-2], scores.device)

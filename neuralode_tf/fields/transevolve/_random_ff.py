@@ -34,6 +34,9 @@ class _RandomProjection(nn.Module):
     are drawn and stored, and ``W = U Σ V`` is never formed.
     """
 
+    u_freqs: Tensor
+    v_freqs: Tensor
+
     def __init__(self, in_dim: int, out_dim: int):
         super().__init__()
         if in_dim % 2 or out_dim % 2:

@@ -27,7 +27,7 @@ def solve_builtin(field: Field, y0: State, times: list[float], settings: Setting
     method, substep, checkpoints = settings.method, settings.substep, settings.checkpoints
     scheme = method if method in SPLITTING_SCHEMES else None
     tableau = TABLEAUS[substep or "euler"] if scheme else TABLEAUS[method]
-    grid = fixed_grid(times, settings.step_size)
+    grid = fixed_grid(times, settings.grid_step)
     n_steps = sum(len(interval) - 1 for interval in grid)
     n_parts = len(field.parts) if scheme else 1  # type: ignore[attr-defined]
     stats.n_accepted = n_steps

@@ -55,7 +55,7 @@ def solve_torchdiffeq(field: Field, y0: State, t: list[float], settings: Setting
     times = torch.tensor(t, dtype=torch.float64, device=device)
     options = dict(settings.options)
     if method in _FIXED_GRID:
-        options["grid_constructor"] = _grid_constructor(step_size)
+        options["grid_constructor"] = _grid_constructor(settings.grid_step)
     elif method in _ADAPTIVE_RK:
         if settings.dt0 is not None:
             options["first_step"] = settings.dt0
@@ -66,8 +66,10 @@ def solve_torchdiffeq(field: Field, y0: State, t: list[float], settings: Setting
         if jumps:
             options.setdefault("jump_t", torch.tensor(jumps, dtype=torch.float64, device=device))
     kwargs = dict(rtol=settings.rtol, atol=settings.atol, method=_METHODS[method], options=options)
-    scalar = isinstance(y0, Tensor) and y0.ndim == 0
-    func, y0 = (_Vector(counting), y0.reshape(1)) if scalar else (counting, y0)
+    func: nn.Module = counting
+    scalar = False
+    if isinstance(y0, Tensor) and y0.ndim == 0:
+        func, y0, scalar = _Vector(counting), y0.reshape(1), True
     try:
         with warnings.catch_warnings():
             # Fixed-grid solvers have no accept/reject hooks; CountingField offers them anyway.
@@ -112,7 +114,7 @@ class _Vector(nn.Module):
         return self.counting(t, y.reshape(())).reshape(1)
 
 
-def _grid_constructor(step_size: float | None):
+def _grid_constructor(step_size: float):
     def construct(func: Any, y0: Tensor, t: Tensor) -> Tensor:
         grid = fixed_grid(t.tolist(), step_size)
         flat = [grid[0][0]] + [time for interval in grid for time in interval[1:]]

@@ -17,7 +17,6 @@ reshapes back before each call of the field, so fields keep seeing their natural
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import torch
@@ -79,13 +78,13 @@ def solve_torchode(field: Field, y0: State, t: list[float], settings: Settings, 
     counting = CountingField(field, stats, settings.max_steps if settings.step_size is None else None)
     jumps = [x for x in jump_times_of(field) if t[0] < x < t[-1]]
     if not jumps or settings.method in _FIXED_GRID:
-        return _solve_piece(counting, y0, t, settings)[0]
+        return _solve_piece(counting, y0, t, settings, settings.dt0)[0]
     edges = sorted({*jumps, t[-1]})
-    states, y, start, dt = [y0], y0, t[0], settings.dt0
+    states, y, start = [y0], y0, t[0]
+    dt: float | Tensor | None = settings.dt0
     for end in edges:
         inside = [x for x in t if start < x < end]
-        piece = dataclasses.replace(settings, dt0=dt)
-        ys, dt = _solve_piece(counting, y, [start, *inside, end], piece, left_limit=True)
+        ys, dt = _solve_piece(counting, y, [start, *inside, end], settings, dt, left_limit=True)
         pieces = list(_unstack(ys))
         states.extend(pieces[1 : 1 + len(inside)])
         y, start = pieces[-1], end
@@ -102,13 +101,18 @@ def _unstack(ys: State):
 
 
 def _solve_piece(
-    counting: CountingField, y0: State, t: list[float], settings: Settings, left_limit: bool = False
+    counting: CountingField,
+    y0: State,
+    t: list[float],
+    settings: Settings,
+    dt0: float | Tensor | None,
+    left_limit: bool = False,
 ) -> tuple[State, Tensor]:
-    """One torchode solve over ``t`` with ``settings`` (their ``dt0`` a number or a per-sample tensor).
+    """One torchode solve over ``t`` with ``settings``, from a first step ``dt0`` (a number or a per-sample tensor).
     Returns the states at ``t`` stacked along dim 0 and the mean accepted step of each sample. With
     ``left_limit``, the field sees no time beyond the left limit of ``t[-1]``."""
     method, per_sample, adjoint = settings.method, settings.per_sample, settings.adjoint == "adjoint"
-    rtol, atol, max_steps, dt0 = settings.rtol, settings.atol, settings.max_steps, settings.dt0
+    rtol, atol, max_steps = settings.rtol, settings.atol, settings.max_steps
     dtype, device = leaves(y0)[0].dtype, leaves(y0)[0].device
     # Times in the state's dtype: torchode's backsolve mixes float64 times into float32 states otherwise.
     times = torch.tensor(t, dtype=dtype, device=device)
@@ -137,11 +141,10 @@ def _solve_piece(
             step_method, controller, max_steps=max_steps, backprop_through_step_size_control=False
         )
     solution = solver.solve(problem, dt0=dt)
-    if adjoint:
-        counting.start_backward()
-
     _record_stats(counting.stats, solution.stats)
     _raise_on_failure(solution.status, counting, max_steps)
+    if adjoint:  # after the failure check, which reports the last time of the forward solve
+        counting.start_backward()
     # (batch, times, features) -> states stacked along time.
     ys = solution.ys.transpose(0, 1)
     lead = (len(t), batch) if per_sample else (len(t),)
@@ -162,9 +165,10 @@ def _raise_on_failure(status: Tensor, counting: CountingField, max_steps: int) -
         return
     code = int(status[failed][0])
     samples = failed.nonzero().flatten().tolist()
+    last_t = counting.last_t
     where = (
         f"for samples {samples[:10]}{' ...' if len(samples) > 10 else ''} after {counting.stats.nfe} evaluations"
-        f" (last time evaluated: {float(counting.last_t.detach().max()):.6g})"
+        + ("" if last_t is None else f" (last time evaluated: {float(last_t.detach().max()):.6g})")
     )
     if code == to.Status.REACHED_MAX_STEPS.value:
         raise MaxStepsExceededError(
