@@ -15,7 +15,11 @@ and batch:
 
 and a reference row, ``floor``: the standard stack with its query/key/value projections and attention
 removed (each block keeps LayerNorm, ``W_O`` and the MLP, which TransEvolve-fullFF also runs at every
-layer). ``ceiling = time(standard) / time(floor)``: no fullFF path can beat that ratio.
+layer). ``ceiling = time(standard) / time(floor)``: no fullFF path can beat that ratio. A second reference
+row, ``limit``, is the limit TransEvolve itself has (:class:`_LimitStack`): the floor plus, at each layer, one
+attention of the block's queries and keys over that layer's values at the best kernel torch offers
+(``scaled_dot_product_attention``). ``limit = time(standard) / time(limit)``, and each fullFF-1 path's
+``fraction_of_limit = time(limit) / time(path)``.
 
 **Timing.** d = 256, 8 heads, lengths 256, 1k, 2k, 3k and 4k (batch :data:`BATCH`). At each length all
 competitors run in one process, one warm-up step each, then ``--repeats`` rounds (default 5) of one step
@@ -27,7 +31,8 @@ measured for ``standard`` and the fullFF-1 modes.
 ``setup``, ``targets`` and ``rows``, one per length: ``n``, ``batch``, ``repeats``, ``rounds``
 (competitor: seconds per round) and ``seconds`` (competitor: median); the ratios of fullFF-1 as in
 earlier results, keyed by mode: ``speedup`` (``time(standard) / time(mode)``, above 1: TransEvolve is
-faster), ``speedup_vs_materialised`` (``time(materialised) / time(auto)``); ``ceiling``; and, unless
+faster), ``speedup_vs_materialised`` (``time(materialised) / time(auto)``); ``ceiling``; ``limit`` and
+``fraction_of_limit`` (fullFF-1 mode: ``time(limit) / time(mode)``); and, unless
 ``--no-memory``, ``peak_bytes`` (competitor: bytes) and ``memory_ratio`` (fullFF-1 mode: over standard).
 
 Run: ``OMP_NUM_THREADS=2 python -m benchmarks.transevolve`` (``--quick`` for 256 and 1k only).
@@ -45,6 +50,7 @@ import sys
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -58,7 +64,13 @@ QUICK = (256, 1024)
 MODES = ("fidelity", "factored", "fused", "auto")
 REFERENCE = "fullFF-1"  # the variant whose ratios (speedup, memory_ratio, ...) keep the keys of earlier results
 VARIANT_MODES = {name: MODES if name == REFERENCE else ("fidelity", "auto") for name in TRANSEVOLVE_VARIANTS}
-COMPETITORS = ("standard", "materialised", "floor", *(f"{v} {m}" for v, modes in VARIANT_MODES.items() for m in modes))
+COMPETITORS = (
+    "standard",
+    "materialised",
+    "floor",
+    "limit",
+    *(f"{v} {m}" for v, modes in VARIANT_MODES.items() for m in modes),
+)
 TARGETS = "fullFF-1 auto: >= 1.3x at n=256, >= 1.0x at 1k-4k; fullFF-1 fused: memory <= standard"
 
 
@@ -83,11 +95,40 @@ class _StandardStack(nn.Module):
         return x
 
 
+class _LimitStack(nn.Module):
+    """TransEvolve-fullFF-1's own limit: the floor plus, at each of the six layers, one attention at the best kernel.
+
+    Queries and keys are projected once, from the block input (as TransEvolve does, eq. 6); each layer attends
+    with them over its values ``LN(x)`` (eq. 9 without the depth bias) through ``scaled_dot_product_attention``,
+    then applies ``W_O`` and the MLP as the floor does. Any exact path of TransEvolve computes at least this.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.query_key = nn.Sequential(nn.LayerNorm(DIM), nn.Linear(DIM, 2 * DIM))
+        self.values = nn.ModuleList(nn.LayerNorm(DIM) for _ in range(DEPTH))
+        self.outputs = nn.ModuleList(nn.Linear(DIM, DIM) for _ in range(DEPTH))
+        self.mlps = nn.ModuleList(MLPBranch(DIM) for _ in range(DEPTH))
+
+    def _heads(self, z: torch.Tensor) -> torch.Tensor:
+        return z.unflatten(-1, (HEADS, -1)).transpose(1, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        queries, keys = map(self._heads, self.query_key(x).chunk(2, dim=-1))
+        for values, output, mlp in zip(self.values, self.outputs, self.mlps):
+            attended = F.scaled_dot_product_attention(queries, keys, self._heads(values(x)))
+            x = x + output(attended.transpose(1, 2).flatten(-2))
+            x = x + mlp(x)
+        return x
+
+
 def _model(name: str) -> nn.Module:
     if name in ("standard", "materialised"):
         return _StandardStack()
     if name == "floor":
         return _StandardStack(attention=False)
+    if name == "limit":
+        return _LimitStack()
     variant, mode = name.split()
     return TransEvolveEncoder(DIM, HEADS, mode=mode, **TRANSEVOLVE_VARIANTS[variant])
 
@@ -126,6 +167,8 @@ def _row(n: int, device: torch.device, repeats: int, memory: bool) -> dict:
     row["speedup"] = {mode: seconds["standard"] / t for mode, t in reference.items()}
     row["speedup_vs_materialised"] = seconds["materialised"] / reference["auto"]
     row["ceiling"] = seconds["standard"] / seconds["floor"]
+    row["limit"] = seconds["standard"] / seconds["limit"]
+    row["fraction_of_limit"] = {mode: seconds["limit"] / t for mode, t in reference.items()}
     if memory:
         peaks = {name: _memory(name, n, device) for name in ("standard", *(f"{REFERENCE} {m}" for m in MODES))}
         row["peak_bytes"] = peaks
@@ -135,7 +178,10 @@ def _row(n: int, device: torch.device, repeats: int, memory: bool) -> dict:
 
 def _print(row: dict) -> None:
     seconds, peaks = row["seconds"], row.get("peak_bytes", {})
-    print(f"\nn = {row['n']}, batch {row['batch']}, {row['repeats']} rounds; ceiling {row['ceiling']:.2f}x")
+    print(
+        f"\nn = {row['n']}, batch {row['batch']}, {row['repeats']} rounds; "
+        f"ceiling {row['ceiling']:.2f}x, TransEvolve limit {row['limit']:.2f}x"
+    )
     print(f"  {'competitor':<20}{'median s':>10}{'vs standard':>13}{'vs materialised':>17}{'memory':>9}")
     for name, t in seconds.items():
         memory = f"{peaks[name] / peaks['standard']:>8.2f}x" if name in peaks else f"{'-':>9}"

@@ -203,3 +203,17 @@ def test_torchode_pieces_see_their_own_parameters_up_to_the_jump(method, per_sam
     solution = solve(field, x, [0.0, 3.0], method=method, backend="torchode", per_sample=per_sample)
     assert (solution.y1 - 111.0).abs().max().item() <= 1e-12
     assert solution.stats.n_rejected == 0
+
+
+@pytest.mark.parametrize("backend", ["torchdiffeq", "torchode"])
+def test_adjoint_counts_the_forward_of_every_piece_as_forward(backend, device):
+    """A field with jumps is solved piece by piece (torchode) or stepping onto the jumps (torchdiffeq); every
+    forward evaluation counts in ``nfe``, as under backprop, and none in ``nfe_backward`` before backward."""
+    from neuralode_tf.fields import WeightSharedField
+
+    field = WeightSharedField([transformer_field(device=device) for _ in range(2)], depth=2)
+    y0 = tokens(device=device)
+    settings = dict(method="dopri5", backend=backend, rtol=1e-5, atol=1e-5)
+    backprop = solve(field, y0, [0.0, 2.0], **settings)
+    adjoint = solve(field, y0, [0.0, 2.0], adjoint="adjoint", **settings)
+    assert adjoint.stats.nfe == backprop.stats.nfe and adjoint.stats.nfe_backward == 0

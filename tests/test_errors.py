@@ -240,11 +240,13 @@ def test_splitting_needs_parts(method, device):
         solve(as_field(MLPBranch(3)).to(device), _y0(device), [0.0, 1.0], method=method, steps=1)
 
 
+@pytest.mark.parametrize("adjoint", ["backprop", "adjoint"])
 @pytest.mark.parametrize("backend, method", [("torchdiffeq", "dopri5"), ("torchode", "dopri5"), ("torchode", "tsit5")])
-def test_max_steps(backend, method, device):
+def test_max_steps(backend, method, adjoint, device):
     with pytest.raises(MaxStepsExceededError, match=r"max_steps=5.* after \d+ evaluations"):
         field, y0 = Linear().to(device), _y0(device)
-        solve(field, y0, [0.0, 10.0], method=method, backend=backend, max_steps=5, rtol=1e-9, atol=1e-9)
+        settings = dict(method=method, backend=backend, adjoint=adjoint, max_steps=5, rtol=1e-9, atol=1e-9)
+        solve(field, y0, [0.0, 10.0], **settings)
 
 
 @pytest.mark.parametrize("backend", ["torchdiffeq", "torchode"])

@@ -76,7 +76,15 @@ def solve_torchode(field: Field, y0: State, t: list[float], settings: Settings, 
     step of the piece before as ``dt0``, instead of choosing an initial step afresh.
     """
     counting = CountingField(field, stats, settings.max_steps if settings.step_size is None else None)
-    jumps = [x for x in jump_times_of(field) if t[0] < x < t[-1]]
+    ys = _solve_pieces(counting, y0, t, settings)
+    if settings.adjoint == "adjoint":  # from here on, evaluations are the backsolve's (after every piece's forward)
+        counting.start_backward()
+    return ys
+
+
+def _solve_pieces(counting: CountingField, y0: State, t: list[float], settings: Settings) -> State:
+    """The forward solve: in one piece, or piece by piece between the field's jumps."""
+    jumps = [x for x in jump_times_of(counting.field) if t[0] < x < t[-1]]
     if not jumps or settings.method in _FIXED_GRID:
         return _solve_piece(counting, y0, t, settings, settings.dt0)[0]
     edges = sorted({*jumps, t[-1]})
@@ -143,8 +151,6 @@ def _solve_piece(
     solution = solver.solve(problem, dt0=dt)
     _record_stats(counting.stats, solution.stats)
     _raise_on_failure(solution.status, counting, max_steps)
-    if adjoint:  # after the failure check, which reports the last time of the forward solve
-        counting.start_backward()
     # (batch, times, features) -> states stacked along time.
     ys = solution.ys.transpose(0, 1)
     lead = (len(t), batch) if per_sample else (len(t),)
