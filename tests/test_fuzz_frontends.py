@@ -188,7 +188,8 @@ def test_continuous_depth_runs_or_names_the_bad_argument(kind, spoil, pattern, m
     prefix = not bool(real[int(real.sum()) :].any())
     if real.any() and (prefix or "evolving" not in kind):
         alone = run(x[b : b + 1, real], memory[b : b + 1, : memory_lengths[b]], None, None)
-        assert max_abs(alone[0], out[b, real]) <= 1e-5
+        # float32 rounding: 1e-5 relative to the outputs' size (they reach 40 after a few rk4 steps)
+        assert max_abs(alone[0], out[b, real]) <= 1e-5 * max(1.0, out[b, real].abs().max().item())
 
 
 # --------------------------------------------------------------------------------------------
@@ -312,7 +313,7 @@ def test_text_classifiers_run_or_name_the_bad_argument(spoil, padded, data, devi
     pooling = draw("pooling", ["mean", "max"], ["sum"])
     method = methods(
         draw,
-        transevolve or field in ("split", "evolving", "serial"),
+        transevolve or field in ("split", "parallel", "evolving", "serial"),
         "lie_trotter" if transevolve else None,
         ode=transevolve or field != "discrete",
     )
