@@ -100,7 +100,8 @@ class _LimitStack(nn.Module):
 
     Queries and keys are projected once, from the block input (as TransEvolve does, eq. 6); each layer attends
     with them over its values ``LN(x)`` (eq. 9 without the depth bias) through ``scaled_dot_product_attention``,
-    then applies ``W_O`` and the MLP as the floor does. Any exact path of TransEvolve computes at least this.
+    then applies ``W_O`` and the MLP as the floor does. It bounds the paths that compute a softmax at every depth
+    (``fidelity``, ``fused``); ``factored`` computes its exponentials once per block and can beat it.
     """
 
     def __init__(self):

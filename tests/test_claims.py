@@ -114,6 +114,19 @@ def test_every_ledger_parses_and_every_verdict_is_one_the_rule_gives():
         assert all(claim.verdict in claims.VERDICTS[claim.kind] for claim in ledger.claims)
 
 
+def test_every_compute_and_samples_name_is_a_function_of_its_paper_module():
+    """CONTRIBUTING.md: an exact claim's ``compute`` (and a qualitative claim's ``samples``) names a function of
+    ``paper_repro/claims/_<paper>.py``."""
+    import importlib
+
+    for key in claims.PAPERS:
+        module = importlib.import_module(f"paper_repro.claims._{key}")
+        for claim in claims.load(key).claims:
+            for name in (claim.compute, claim.samples):
+                if name:
+                    assert callable(getattr(module, name, None)), f"{key}: {claim.id} names {name!r}"
+
+
 def test_rewrite_replaces_only_ours_and_verdict(tmp_path):
     path = tmp_path / "ledger.toml"
     text = (

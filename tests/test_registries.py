@@ -13,6 +13,7 @@ import math
 import pydoc
 import re
 import typing
+from pathlib import Path
 
 import pytest
 import torch
@@ -103,7 +104,22 @@ def _bound(backend: Backend, method: str) -> float:
     return 1e-5 if method in LOW_ORDER_ADAPTIVE else 1e-6
 
 
-@pytest.mark.parametrize("backend, method", [(b, m) for b in BACKENDS for m in methods(b)])
+METHOD_CASES = [(b, m) for b in BACKENDS for m in methods(b)]
+GRADIENT_CASES = [(b, g) for b in BACKENDS for g in GRADIENTS[b]]
+
+
+@pytest.mark.cpu_only("registry bookkeeping; no tensors")
+def test_the_cases_are_every_registered_method_and_gradient_mode():
+    """What the extending guide promises a new backend: its methods and gradient modes are tested from here."""
+    import neuralode_tf.numerics.backends as package
+
+    modules = {p.stem for p in Path(package.__file__).parent.glob("*.py") if p.stem != "__init__"}
+    assert modules <= set(BACKENDS), f"backend modules that register nothing: {modules - set(BACKENDS)}"
+    assert [(b, m) for b in BACKENDS for m in get_backend(b).methods] == METHOD_CASES
+    assert [(b, g) for b in BACKENDS for g in get_backend(b).gradients] == GRADIENT_CASES
+
+
+@pytest.mark.parametrize("backend, method", METHOD_CASES)
 def test_every_backend_method_solves_a_linear_ode(backend, method, device):
     field, y0 = _problem(device)
     settings = _settings(get_backend(backend), method)
@@ -128,7 +144,7 @@ def _gradients(field: _Linear, y0: torch.Tensor, solution) -> tuple[torch.Tensor
     return backward_grads((solution(field, y0)[1:] * weights).sum(), [y0, *field.parameters()])
 
 
-@pytest.mark.parametrize("backend, adjoint", [(b, g) for b in BACKENDS for g in GRADIENTS[b]])
+@pytest.mark.parametrize("backend, adjoint", GRADIENT_CASES)
 def test_every_backend_gradient_mode_matches_backprop_through_the_exact_solution(backend, adjoint, device):
     settings = dict(_accurate(get_backend(backend)), backend=backend, adjoint=adjoint)
     skip_torchode_backprop_on_xla(device, settings)
