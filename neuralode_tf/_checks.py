@@ -19,13 +19,14 @@ import torch
 from torch import Tensor, nn
 
 from .numerics import InvalidFieldError, InvalidTimesError, _validate, resolve_backend, solve
-from .protocols import Conditioned
 
 __all__ = [
     "required_positionals",
     "check_field",
     "check_times",
+    "SOLVE_OPTIONS",
     "check_solve_settings",
+    "backend_for",
     "bind_calls",
     "check_conditioning",
     "check_shape",
@@ -35,6 +36,9 @@ __all__ = [
 
 _SET_BY_CONTINUOUS_DEPTH = ("field", "y0", "t")
 """Parameters of :func:`~neuralode_tf.solve` that ContinuousDepth fills in itself."""
+
+SOLVE_OPTIONS = tuple(name for name in inspect.signature(solve).parameters if name not in _SET_BY_CONTINUOUS_DEPTH)
+"""The keywords of :func:`~neuralode_tf.solve` that a ContinuousDepth keeps as its solve options."""
 
 _REBIND = (
     ": bind() was called for a batch of another shape; bind this batch's conditioning "
@@ -101,15 +105,21 @@ def check_solve_settings(field: nn.Module, settings: Mapping[str, Any]) -> None:
     (:func:`~neuralode_tf.numerics.resolve_backend`), as does a bad ``checkpoints``. Values that need the state or
     the grid (``steps``, ``step_size``, tolerances) are checked by ``solve`` itself.
     """
-    valid = [name for name in inspect.signature(solve).parameters if name not in _SET_BY_CONTINUOUS_DEPTH]
     for name in settings:
         if name in _SET_BY_CONTINUOUS_DEPTH:
             raise TypeError(f"{name!r} is not a solve setting: ContinuousDepth passes the field, x and [t0, t1]")
-        if name not in valid:
-            raise TypeError(f"unknown solve setting {name!r}{_did_you_mean(name, valid)}; valid: {', '.join(valid)}")
-    options = {k: settings[k] for k in ("adjoint", "substep", "seminorm", "per_sample") if k in settings}
-    resolve_backend(field, settings["method"], settings.get("backend", "auto"), **options)
+        if name not in SOLVE_OPTIONS:
+            hint = _did_you_mean(name, SOLVE_OPTIONS)
+            raise TypeError(f"unknown solve setting {name!r}{hint}; valid: {', '.join(SOLVE_OPTIONS)}")
+    backend_for(field, settings)
     _validate.checkpoints(settings.get("checkpoints"), settings.get("adjoint", "backprop"))
+
+
+def backend_for(field: nn.Module, settings: Mapping[str, Any]) -> str:
+    """The backend that :func:`~neuralode_tf.solve` picks for ``field`` with these solve settings
+    (:func:`~neuralode_tf.numerics.resolve_backend`, which raises if there is none)."""
+    options = {k: settings[k] for k in ("adjoint", "substep", "seminorm", "per_sample") if k in settings}
+    return resolve_backend(field, settings["method"], settings.get("backend", "auto"), **options)
 
 
 def bind_calls(field: nn.Module, conditioning: Mapping[str, Any]) -> list[tuple[Callable[..., Any], dict[str, Any]]]:
@@ -122,9 +132,11 @@ def bind_calls(field: nn.Module, conditioning: Mapping[str, Any]) -> list[tuple[
     calls: list[tuple[Callable[..., Any], dict[str, Any]]] = []
     named: set[str] = set()
     for module in field.modules():
-        if not isinstance(module, Conditioned):
+        # Not isinstance(module, Conditioned): a runtime protocol check on every submodule at every forward costs
+        # several times more (each missing attribute goes through nn.Module.__getattr__).
+        bind = getattr(module, "bind", None)
+        if not callable(bind):
             continue
-        bind = module.bind
         keywords, takes_any = _bind_keywords(bind)
         named |= keywords
         calls.append(

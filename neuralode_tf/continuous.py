@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -10,15 +9,20 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ._checks import bind_calls, check_conditioning, check_field, check_solve_settings, check_times
+from ._checks import (
+    SOLVE_OPTIONS,
+    backend_for,
+    bind_calls,
+    check_conditioning,
+    check_field,
+    check_solve_settings,
+    check_times,
+)
 from ._typing import State
-from .numerics import FIXED_GRID_METHODS, SolverConfigError, Stats, resolve_backend, solve
+from .numerics import FIXED_GRID_METHODS, SolverConfigError, Stats, solve
 from .protocols import Augmented
 
 __all__ = ["ContinuousDepth", "set_solve_options", "regularization"]
-
-_SOLVE_OPTIONS = frozenset(inspect.signature(solve).parameters) - {"field", "y0", "t"}
-"""The keywords of :func:`~neuralode_tf.solve` that a ContinuousDepth keeps as its solve options."""
 
 _GRID = ("steps", "step_size")
 _INTEGRATOR = (*_GRID, "substep", "rtol", "atol", "dt0", "options", "max_steps")
@@ -130,7 +134,7 @@ class ContinuousDepth(nn.Module):
         return updated
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in _SOLVE_OPTIONS:
+        if name in SOLVE_OPTIONS:
             raise AttributeError(
                 f"{type(self).__name__}.{name} is a solve option, not an attribute: assigning it would change "
                 f"nothing; use .set_solve_options({name}=...)"
@@ -159,22 +163,18 @@ class ContinuousDepth(nn.Module):
         for bind, keywords in calls:
             bind(**keywords)
         field = self.field
-        y0 = field.initial_state(x) if isinstance(field, Augmented) else x
-        solution = solve(field, y0, [self.t0, self.t1], **self._solve_options)
-        self.stats = solution.stats
         if not isinstance(field, Augmented):
-            self.regularization = None
+            solution = solve(field, x, [self.t0, self.t1], **self._solve_options)
+            self.stats, self.regularization = solution.stats, None
             return solution.y1
+        solution = solve(field, field.initial_state(x), [self.t0, self.t1], **self._solve_options)
+        self.stats = solution.stats
         x1, self.regularization = field.final_state(solution.y1)
         return x1
 
     def _backsolves_per_sample(self) -> bool:
         settings = self._solve_options
-        if settings.get("adjoint") != "adjoint":
-            return False
-        keys = ("adjoint", "substep", "seminorm", "per_sample")
-        options = {k: settings[k] for k in keys if settings.get(k) is not None}
-        return resolve_backend(self.field, settings["method"], settings.get("backend", "auto"), **options) == "torchode"
+        return settings.get("adjoint") == "adjoint" and backend_for(self.field, settings) == "torchode"
 
     def extra_repr(self) -> str:
         settings = ", ".join(f"{k}={v!r}" for k, v in self._solve_options.items())

@@ -1,6 +1,6 @@
 """The field contract and its optional capabilities, declared as :class:`typing.Protocol` s.
 
-A **field** is anything callable as ``field(t, y) -> dy/dt`` (:class:`VectorField`); in practice an
+A **field** is anything callable as ``field(t, y) -> dy/dt`` (:data:`VectorField`); in practice an
 ``nn.Module`` whose ``forward(t, y)`` returns a state shaped like ``y``, where ``y`` is a tensor or a
 tuple of tensors. Everything else is optional. Solvers, :class:`~neuralode_tf.ContinuousDepth` and the
 fields that wrap other fields look for these capabilities with ``isinstance(field, Protocol)``; a field
@@ -37,23 +37,21 @@ from typing import Any, Protocol, runtime_checkable
 
 from torch import Tensor
 
-from ._typing import State
+from ._typing import Field, State
 
 __all__ = ["VectorField", "Splittable", "HasJumpTimes", "Conditioned", "Augmented", "parts_of", "jump_times_of"]
 
 
-@runtime_checkable
-class VectorField(Protocol):
-    """``dy/dt = f(t, y)``: called with a 0-d tensor ``t`` and a state ``y``, returns a state shaped like ``y``."""
-
-    def __call__(self, t: Tensor, y: State) -> State: ...
+VectorField = Field
+"""``dy/dt = f(t, y)``: called with the time ``t`` (a 0-d tensor, or a float inside a compiled march) and a state
+``y``, returns a state shaped like ``y``. The same type as the numerics' ``Field``, under its public name."""
 
 
 @runtime_checkable
 class Splittable(Protocol):
     """A field that is a sum of parts, ``f = f_1 + ... + f_k``.
 
-    ``parts`` is the sequence of fields ``f_i`` (each a :class:`VectorField` over the same state), or
+    ``parts`` is the sequence of fields ``f_i`` (each a :data:`VectorField` over the same state), or
     ``None`` when this instance cannot be split (e.g. a wrapper around an unsplittable field). A splitting
     method takes one sub-step per part (Lie-Trotter: ``f_1``, then ``f_2``, ...; Strang: symmetric halves).
     """

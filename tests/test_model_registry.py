@@ -271,3 +271,15 @@ def test_presets_build_their_explicit_models(preset):
         _assert_same_model(built, explicit(data, **overrides))
         if not overrides:
             assert sum(p.numel() for p in built.parameters()) == count
+
+
+@pytest.mark.cpu_only("builds each OT preset's model twice, on placeholders of the datasets' shapes")
+@pytest.mark.parametrize("preset", [p for p in _PRESET_MODELS if "ot" in VARIANTS.get(p, {})])
+def test_an_ot_presets_default_model_is_its_ot_variant(preset):
+    """The registered model an OT preset builds by default and its ``ot`` variant of ``OT_VARIANTS`` (what
+    ``compare`` runs) describe one model: they must not drift apart."""
+    data = _PRESET_MODELS[preset][0]
+    torch.manual_seed(0)
+    default = PRESETS[preset].build_model(data, {})
+    torch.manual_seed(0)
+    _assert_same_model(default, PRESETS[preset].build_model(data, VARIANTS[preset]["ot"]))

@@ -74,7 +74,8 @@ class SumOfParts(nn.Module):
         return cast(nn.ModuleList, self._modules["parts"])
 
     def forward(self, t: Tensor, y: State) -> State:
-        out = self.parts[0](t, y)
-        for part in self.parts[1:]:
+        parts = iter(self.parts)  # not self.parts[1:], which builds a new ModuleList at every evaluation
+        out = next(parts)(t, y)
+        for part in parts:
             out = add(out, part(t, y))
         return out

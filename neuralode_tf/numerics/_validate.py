@@ -225,13 +225,14 @@ def tolerances(
 
 def first_step(method: str, backend: Backend, dt0: object, options: object) -> dict[str, Any]:
     """Check ``dt0`` and ``options`` (torchdiffeq's, whose ``first_step`` is another ``dt0``); returns ``options``."""
-    library = offering("options")
     if options is not None and not isinstance(options, dict):
-        raise SolverConfigError(f"options must be a dict of {library} options, got {type(options).__name__}")
+        kind = type(options).__name__
+        raise SolverConfigError(f"options must be a dict of {offering('options')} options, got {kind}")
     options = options or {}
     if options and not backend.options:
         raise SolverConfigError(
-            f"options are passed to {library}, but this solve runs on {backend.name!r}; got options {sorted(options)}"
+            f"options are passed to {offering('options')}, but this solve runs on {backend.name!r}; "
+            f"got options {sorted(options)}"
         )
     reserved = sorted({"step_size", "grid_constructor"} & set(options))
     if reserved:

@@ -102,9 +102,11 @@ def rk_step(field: Field, t: float, h: float, y: State, tableau: ButcherTableau)
     return axpy(y, [(h * b, k) for b, k in zip(tableau.b, ks)])
 
 
-def splitting_step(parts: Sequence[Field], t: float, h: float, y: State, scheme: str, substep: ButcherTableau) -> State:
-    """One step of size ``h`` of the splitting method ``scheme`` over the parts of a split field."""
-    for i, start, length in SPLITTING_SCHEMES[scheme].sub_steps(len(parts)):
+def splitting_step(
+    parts: Sequence[Field], t: float, h: float, y: State, sub_steps: Sequence[SubStep], substep: ButcherTableau
+) -> State:
+    """One step of size ``h`` over the parts of a split field: its scheme's ``sub_steps``, each one ``substep``."""
+    for i, start, length in sub_steps:
         y = rk_step(parts[i], t + start * h, length * h, y, substep)
     return y
 
@@ -137,7 +139,8 @@ def make_step(field: Field, scheme: str | None, tableau: ButcherTableau, *, chec
     parts = list(field.parts)  # type: ignore[attr-defined]
     if check:
         parts = [_checked(p, f"part {i} of the split field") for i, p in enumerate(parts)]
-    return lambda t, h, y: splitting_step(parts, t, h, y, scheme, tableau)
+    sub_steps = SPLITTING_SCHEMES[scheme].sub_steps(len(parts))
+    return lambda t, h, y: splitting_step(parts, t, h, y, sub_steps, tableau)
 
 
 def integrate(

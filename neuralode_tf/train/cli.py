@@ -103,8 +103,6 @@ def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return 0
     values = load_config(args.config) if args.config else {}
     name = args.preset or values.get("preset")
-    if name not in PRESETS:
-        parser.error(f"unknown preset {name!r}; valid: {', '.join(PRESETS)}")
     values = apply_overrides({**values, "preset": name}, args.set)
     if args.resume:
         values["resume"] = True
@@ -112,7 +110,7 @@ def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         values["out_dir"] = args.out_dir
     config = TrainConfig(**values)
     if args.describe:
-        print(describe(config, PRESETS[name]))
+        print(describe(config, PRESETS[config.preset]))
         return 0
     print(json.dumps(train(config)))
     return 0

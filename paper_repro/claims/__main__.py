@@ -55,11 +55,13 @@ def main(argv: list[str] | None = None) -> int:
             except (_ledger.LedgerError, ValueError) as error:
                 errors.append(f"{key}:{claim.id}: cannot recompute: {error}")
                 outcomes.append(_ledger.Outcome(claim.ours, claim.verdict))
-        by_id = {claim.id: (claim, now) for claim, now in zip(ledger.claims, outcomes, strict=True)}
-        for claim, now in (by_id[claim_id] for claim_id in _ledger.changed(ledger, outcomes)):
+        now_by_id = {claim.id: now for claim, now in zip(ledger.claims, outcomes, strict=True)}
+        moved = set(_ledger.changed(ledger, outcomes))
+        for claim in (c for c in ledger.claims if c.id in moved):
+            now = now_by_id[claim.id]
             stale.append(f"{key}:{claim.id}: stored {claim.ours!r} ({claim.verdict}), now {now.ours!r} ({now.verdict})")
         if args.write:
-            rewrite(ledger.path, {claim_id: now for claim_id, (_, now) in by_id.items()})
+            rewrite(ledger.path, now_by_id)
             ledger = _ledger.load(key)
         print(f"## {ledger.paper}\n\n{_report.table(ledger, outcomes)}\n")
         ledgers.append(ledger)
