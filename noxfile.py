@@ -360,7 +360,8 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(reuse_venv=True)
 def bench(session: nox.Session) -> None:
-    """The performance suite and the TransEvolve benchmark (``benchmarks/``); writes benchmarks/results/*.json.
+    """The performance suite and the TransEvolve benchmark (``benchmarks/``), then the side-by-side table of their
+    rows (``benchmarks/side_by_side.py``); writes benchmarks/results/*.json and side_by_side_<device>.md.
 
     Extra arguments go to the suite, e.g. ``nox -s bench -- --quick``.
     """
@@ -369,6 +370,7 @@ def bench(session: nox.Session) -> None:
     env = {"OMP_NUM_THREADS": "2"}
     session.run(python, "-m", "benchmarks.suite", *session.posargs, env=env)
     session.run(python, "-m", "benchmarks.transevolve", *(["--quick"] if "--quick" in session.posargs else []), env=env)
+    session.run(python, "-m", "benchmarks.side_by_side")
 
 
 @nox.session(reuse_venv=True)

@@ -7,7 +7,8 @@ process, interleaved round by round, so a ratio of two medians cancels most of t
 The order within a round is shuffled (seeded): on a CPU a step runs up to 10% slower right after an
 eager step that churned the caches and the allocator, and a fixed order would charge that to one
 competitor. :func:`race` reduces the rounds to medians (:func:`median_time` for one step);
-:func:`paired_ratios` takes the median of per-round ratios instead, which also cancels slow spells.
+:func:`paired_ratios` takes the median of per-round ratios instead, which also cancels slow spells
+(:func:`paired` gives both).
 
 **Memory.** On a GPU, the peak of ``torch.cuda.max_memory_allocated`` over one step. On the CPU,
 PyTorch keeps no allocator statistics, so :func:`peak_rss_in_subprocess` runs one step of a case
@@ -29,7 +30,16 @@ from collections.abc import Callable
 
 import torch
 
-__all__ = ["rounds", "median_time", "race", "paired_ratios", "peak_rss_in_subprocess", "rss_growth_of", "cuda_peak_of"]
+__all__ = [
+    "rounds",
+    "median_time",
+    "race",
+    "paired_ratios",
+    "paired",
+    "peak_rss_in_subprocess",
+    "rss_growth_of",
+    "cuda_peak_of",
+]
 
 
 def median_time(step: Callable[[], None], repeats: int = 5, warmup: int = 1) -> float:
@@ -50,11 +60,22 @@ def paired_ratios(
     A step and the baseline run within one round of each other, so a slow spell of the machine that
     lasts a round or more cancels out of the ratio, which a ratio of overall medians does not do.
     """
+    return paired(steps, baseline, repeats, warmup)["ratio"]
+
+
+def paired(
+    steps: dict[str, Callable[[], None]], baseline: str, repeats: int = 5, warmup: int = 1
+) -> dict[str, dict[str, float]]:
+    """:func:`paired_ratios` (``["ratio"]``, the steps other than ``baseline``) with every step's median wall time
+    in seconds (``["seconds"]``, all steps), from the same rounds: the side-by-side rows of a benchmark."""
     times = rounds(steps, repeats, warmup)
     return {
-        name: statistics.median(a / b for a, b in zip(values, times[baseline]))
-        for name, values in times.items()
-        if name != baseline
+        "ratio": {
+            name: statistics.median(a / b for a, b in zip(values, times[baseline]))
+            for name, values in times.items()
+            if name != baseline
+        },
+        "seconds": {name: statistics.median(values) for name, values in times.items()},
     }
 
 

@@ -23,6 +23,7 @@ from neuralode_tf.numerics import (
     SolverConfigError,
     StepSizeUnderflowError,
 )
+from neuralode_tf.numerics._validate import check_field_matches_state
 
 
 class Linear(nn.Module):
@@ -35,6 +36,16 @@ class Linear(nn.Module):
     def forward(self, t, y):
         return self.rate * y
 
+
+class SumOfTwo(nn.Module):
+    """dy/dt = a(y) + b(y), whose layers may have different dtypes."""
+
+    def __init__(self, a: nn.Module, b: nn.Module):
+        super().__init__()
+        self.a, self.b = a, b
+
+    def forward(self, t, y):
+        return self.a(y) + self.b(y)
 
 class Blowup(nn.Module):
     """dy/dt = y², which reaches infinity at t = 1/y0."""
@@ -218,6 +229,25 @@ def test_a_state_of_another_dtype_than_the_field_names_both(backend, method, dev
     kwargs = dict(steps=2) if method == "rk4" else {}
     with pytest.raises(InvalidStateError, match=r"^y0 has dtype torch.float64 but the field's .* dtype torch.float32"):
         solve(field, _y0(device).double(), [0.0, 1.0], method=method, backend=backend, **kwargs)
+
+
+def test_a_field_of_mixed_dtypes_takes_a_state_of_any_of_them(device):
+    """The state must share a dtype with one floating parameter or buffer, wherever it is in the field: a float64
+    state through a field whose first layer is float32 and second float64 passes the check; a float16 state is
+    refused with both dtypes named."""
+    field = SumOfTwo(nn.Linear(3, 3), nn.Linear(3, 3).double()).to(device)
+    assert check_field_matches_state(field, _y0(device).double()) is None
+    with pytest.raises(InvalidStateError, match=r"^y0 has dtype torch.float16 but .* torch.float32, torch.float64\."):
+        check_field_matches_state(field, _y0(device).half())
+
+
+def test_a_method_field_is_checked_once_per_function_and_a_branch_still_refused(device):
+    """check_field remembers functions seen to take (t, y), never a branch's forward(x)."""
+    y0 = _y0(device)[:, None]
+    for _ in range(2):
+        solve(Linear().to(device), _y0(device), [0.0, 1.0], method="euler", steps=1)
+        with pytest.raises(InvalidFieldError, match=r"^field must be callable as field\(t, y\)"):
+            solve(MLPBranch(3).to(device), y0, [0.0, 1.0], method="euler", steps=1)
 
 
 @pytest.mark.parametrize("backend", ["torchdiffeq", "torchode"])

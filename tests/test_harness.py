@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.harness import paired_ratios, race, rounds
+from benchmarks.harness import paired, paired_ratios, race, rounds
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,6 +28,9 @@ def test_race_and_paired_ratios_measure_known_durations():
     ratio = paired_ratios(steps, "short", repeats=5)
     assert set(ratio) == {"long"}
     assert 2.0 <= ratio["long"] <= 3.1  # 3x, less the overshoot of a sleep (up to 10 ms)
+    both = paired(steps, "short", repeats=5)
+    assert set(both["ratio"]) == {"long"} and set(both["seconds"]) == {"short", "long"}
+    assert 2.0 <= both["ratio"]["long"] <= 3.1 and 0.01 <= both["seconds"]["short"] < both["seconds"]["long"]
 
 
 @pytest.mark.cpu_only("times sleeps on the host")
