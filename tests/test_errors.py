@@ -23,7 +23,7 @@ from neuralode_tf.numerics import (
     SolverConfigError,
     StepSizeUnderflowError,
 )
-from neuralode_tf.numerics._validate import check_field_matches_state
+from neuralode_tf.numerics._field_checks import check_field_matches_state
 
 
 class Linear(nn.Module):

@@ -11,6 +11,7 @@ from torch import Tensor
 from .._typing import Field, State
 from . import _validate
 from ._compiled import check_compile
+from ._field_checks import check_field, check_field_matches_state
 from ._nonfinite import raise_if_nonfinite
 from ._registry import Settings, get_backend
 from ._resolve import resolve_backend
@@ -141,9 +142,9 @@ def solve(
         CausalityWarning: an adaptive method on a field that declares ``causal``: step-size control
             makes earlier positions depend on later ones (:mod:`neuralode_tf.numerics.causality`).
     """
-    _validate.check_field(field)
+    check_field(field)
     _validate.check_state(y0)
-    _validate.check_field_matches_state(field, y0)
+    check_field_matches_state(field, y0)
     times = _validate.check_times(t, y0)
     _validate.check_flags(seminorm, per_sample, max_steps)
     checkpoints = _validate.checkpoints(checkpoints, adjoint, y0)
