@@ -232,7 +232,7 @@ def tests_oldest(session: nox.Session) -> None:
     """The CPU suite against the built wheel, with every dependency at its lower bound (constraints/oldest.txt).
 
     Builds an sdist and, from it, a wheel (so a file left out of either is missing here too), installs the
-    wheel with the test and docs extras under ``-c constraints/oldest.txt``, checks that the installed
+    wheel with the test, docs and hf extras under ``-c constraints/oldest.txt``, checks that the installed
     versions are the pins, and runs a copy of tests/ (with benchmarks/ and paper_repro/claims/, which some
     tests import, and README.md and docs/, which some read) from a temporary folder, so that ``neuralode_tf``
     can only be imported from site-packages. Then the docs and dev tools at their bounds: a small notebook
@@ -254,7 +254,7 @@ def tests_oldest(session: nox.Session) -> None:
         session.error(f"expected one wheel in {dist}, found {[w.name for w in wheels]}")
     wheel = wheels[0]
     constraints = ["-c", str(OLDEST), "--only-binary=:all:"]
-    session.install(*constraints, f"neuralode-tf[dev,vision,graph,data,docs] @ {wheel.as_uri()}")
+    session.install(*constraints, f"neuralode-tf[dev,vision,graph,data,docs,hf] @ {wheel.as_uri()}")
     # The same version number as a previous run's wheel: replace it (its dependencies are in place).
     session.install("--force-reinstall", "--no-deps", str(wheel))
     session.run("python", "-m", "pip", "check")
@@ -326,7 +326,7 @@ def _percent_sources(folder: Path) -> list[Path]:
 @nox.session(reuse_venv=True)
 def notebooks(session: nox.Session) -> None:
     """Regenerate .ipynb from the py:percent sources (keeping stored outputs) and run them with nbval."""
-    _install(session, "-e", ".[dev,vision,graph,data,docs]")
+    _install(session, "-e", ".[dev,vision,graph,data,docs,hf]")  # hf: tutorials/06_huggingface_ode
     python = _python(session)
     sources = [p for folder in _notebook_dirs() if folder.is_dir() for p in _percent_sources(folder)]
     if not sources:

@@ -401,7 +401,7 @@ claims.notebook_report(LEDGER, OURS if NB.full else None)
 for entry in LEDGER.claims:
     if entry.kind == "not here":
         print(f"{entry.where}: {entry.claim}\n  {entry.command}")
-        assert entry.command.split()[2] in OT_VARIANTS
+        assert entry.command.split()[2] in PRESETS
 
 # %%
 # NBVAL_IGNORE_OUTPUT

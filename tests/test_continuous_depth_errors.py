@@ -105,7 +105,7 @@ def test_a_misspelt_conditioning_keyword_is_refused_before_anything_is_bound(dev
     with pytest.raises(
         TypeError,
         match=r"conditioning keyword 'key_padding_mak' is taken by no bind\(\) of the field WeightSharedField "
-        r"\(did you mean 'key_padding_mask'\?\); its submodules take: key_padding_mask, memory, "
+        r"\(did you mean 'key_padding_mask'\?\); its submodules take: key_padding_mask, kv_cache, memory, "
         r"memory_key_padding_mask",
     ):
         model(x, key_padding_mak=pad)

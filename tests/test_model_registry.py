@@ -6,15 +6,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from torch import Tensor, nn
 
 from neuralode_tf import ContinuousDepth
-from neuralode_tf.data import Splits, TensorSplit, Vocabulary
+from neuralode_tf.data import Splits, TensorSplit, TokenWindows, Vocabulary
 from neuralode_tf.models import (
     PAD,
     TRANSEVOLVE_VARIANTS,
+    CausalLM,
     ReferenceSetTransformer,
     Seq2Seq,
     SetTransformer,
@@ -61,6 +63,9 @@ def _small_model_and_inputs(name: str, device: torch.device) -> tuple[nn.Module,
         pad = torch.zeros(BATCH, 10, dtype=torch.bool)
         pad[1, 7:] = True
         inputs = (torch.randn(BATCH, 10, 3), pad)
+    elif builder is CausalLM:
+        model = create_model(name, vocab_size=VOCAB, **overrides)
+        inputs = (tokens,)
     elif builder in (Seq2Seq, TransEvolveSeq2Seq):
         vocab = {"src_vocab_size" if builder is Seq2Seq else "vocab_size": VOCAB}
         model = create_model(name, **vocab, **overrides)
@@ -90,6 +95,9 @@ _EULER = {
     "ot_mnist_ode_digits",
     "ot_modelnet40_ode",
     "ot_modelnet40_ode_shapes3d",
+    "ot_nanogpt_char",
+    "ot_nanogpt_char_small",
+    "ot_gpt2_124m",
 }
 """The registered models whose ODEs default to ``euler``: parallel blocks and composed fields. The discrete
 ``ot_*_baseline`` models of Kan et al.'s text and sets have no ODE; every other model defaults to ``lie_trotter``."""
@@ -176,6 +184,57 @@ _EA_DIGITS = dict(field="evolving", evolving=dict(alpha=0.5, beta=1.0, kernel_si
 _EA_TWEETS = dict(_TINY, depth=4, field="evolving", evolving=dict(alpha=0.4, beta=0.4, kernel_size=3))
 _SHAPES3D = dict(dim=64, num_heads=4, num_inducing=16, depth=2, num_seeds=8, mlp_hidden=256)
 
+
+def _windows(vocab: int, block_size: int) -> Splits:
+    """A placeholder language-modelling dataset: token windows of ``block_size`` from a vocabulary of ``vocab``."""
+    split = TokenWindows(np.zeros(block_size + 1, dtype=np.int64), block_size, vocab)
+    return Splits("placeholder", "lm", split, split, "shape only")
+
+
+_NANOGPT = dict(bias=False)
+_CHAR_SMALL = dict(_NANOGPT, dim=96, depth=3, num_heads=3, dropout=0.0)
+_LM_MODELS = {  # (preset, variant) -> the explicit CausalLM settings besides vocab_size and block_size
+    **{
+        (preset, variant): settings
+        for preset in ("nanogpt_shakespeare_char", "ot_nanogpt_shakespeare_char")
+        for variant, settings in {
+            "baseline": dict(_NANOGPT, dim=384, depth=6, num_heads=6, dropout=0.2),
+            "ot": dict(_NANOGPT, dim=320, depth=5, num_heads=5, dropout=0.2, field="composed", steps=5,
+                       transport_cost=2.0, norms=False),
+            "ot_unregularized": dict(_NANOGPT, dim=320, depth=5, num_heads=5, dropout=0.2, field="composed", steps=5,
+                                     transport_cost=None, norms=False),
+        }.items()
+    },
+    **{
+        ("ot_gpt2_owt", variant): dict(_NANOGPT, dim=768, depth=12, num_heads=12, dropout=0.0, **settings)
+        for variant, settings in {
+            "baseline": {},
+            "ot": dict(field="composed", steps=10, transport_cost=0.2),
+            "ot_unregularized": dict(field="composed", steps=10, transport_cost=None),
+        }.items()
+    },
+    ("lm_tweets_char", "baseline"): _CHAR_SMALL,
+    **{
+        ("lm_tweets_char", variant): dict(_NANOGPT, dim=80, depth=2, num_heads=2, dropout=0.0, field="composed",
+                                          steps=5, transport_cost=cost, norms=False)
+        for variant, cost in (("ot", 1.0), ("ot_unregularized", None))
+    },
+    **{
+        ("zhong_lm_tweets_char", f"{layer}{suffix}"): dict(_CHAR_SMALL, field=field, dropout=dropout)
+        for layer, field in (("sequential", "split"), ("parallel", "parallel"))
+        for suffix, dropout in (("", 0.0), ("_dropout", 0.1))
+    },
+}  # fmt: skip
+
+
+def _lm_preset(preset: str, default: str) -> Callable[..., nn.Module]:
+    def build(d: Splits, variant: str = default, **o: Any) -> nn.Module:
+        sizes = dict(vocab_size=d.train.vocab_size, block_size=d.train.block_size)
+        return CausalLM(**{**sizes, **_LM_MODELS[preset, variant], **o})
+
+    return build
+
+
 # preset: (placeholder of its dataset, the model by its explicit constructor call, the model's parameter count)
 _PRESET_MODELS: dict[str, tuple[Splits, Callable[..., nn.Module], int]] = {
     "vit_digits": (_DIGITS, _digits_vit, 114_778),
@@ -232,6 +291,11 @@ _PRESET_MODELS: dict[str, tuple[Splits, Callable[..., nn.Module], int]] = {
         ),
         57_408,
     ),
+    "nanogpt_shakespeare_char": (_windows(65, 256), _lm_preset("nanogpt_shakespeare_char", "baseline"), 10_745_088),
+    "ot_nanogpt_shakespeare_char": (_windows(65, 256), _lm_preset("ot_nanogpt_shakespeare_char", "ot"), 6_246_720),
+    "ot_gpt2_owt": (_windows(50304, 1024), _lm_preset("ot_gpt2_owt", "ot"), 124_373_760),
+    "lm_tweets_char": (_windows(120, 64), _lm_preset("lm_tweets_char", "baseline"), 350_112),
+    "zhong_lm_tweets_char": (_windows(120, 64), _lm_preset("zhong_lm_tweets_char", "parallel"), 350_112),
 }
 """The preset models as ``neuralode_tf.train.presets`` built them by constructor before the registry; the counts
 are those models' on the placeholders (the real datasets' vocabularies and classes)."""
@@ -274,7 +338,7 @@ def test_presets_build_their_explicit_models(preset):
 
 
 @pytest.mark.cpu_only("builds each OT preset's model twice, on placeholders of the datasets' shapes")
-@pytest.mark.parametrize("preset", [p for p in _PRESET_MODELS if "ot" in VARIANTS.get(p, {})])
+@pytest.mark.parametrize("preset", [p for p in _PRESET_MODELS if p.startswith("ot_") and "ot" in VARIANTS.get(p, {})])
 def test_an_ot_presets_default_model_is_its_ot_variant(preset):
     """The registered model an OT preset builds by default and its ``ot`` variant of ``OT_VARIANTS`` (what
     ``compare`` runs) describe one model: they must not drift apart."""

@@ -12,6 +12,8 @@ Stand-ins, available offline and seeded (``load(name, seed=...)``):
 * ``shapes3d``: point clouds sampled uniformly by area on 8 parametric primitives, with random
   proportions, rotation, scale, noise and number of points.
 * ``copy``, ``reverse``, ``sort``, ``addition``: seq2seq toy tasks with ``<bos>``/``<eos>``/``<pad>``.
+* ``tweets_char``: the tweets joined with newlines as a character-level language-modelling corpus (3,996,191
+  characters, split contiguously 90/10).
 
 Loaders of the papers' datasets, for users who have the files (``load(name, root=...)``):
 
@@ -20,13 +22,17 @@ Loaders of the papers' datasets, for users who have the files (``load(name, root
 * ``imdb``: the IMDb reviews ``aclImdb/{train,test}/{pos,neg}/*.txt`` (Maas et al. 2011).
 * ``modelnet40``: ModelNet40 meshes ``ModelNet40/<class>/{train,test}/*.off``, sampled into point clouds.
 * ``modelnet40_h5``: the ModelNet40 point clouds ``ModelNet40_cloud.h5`` of the Set Transformer code.
+* ``shakespeare_char``: tiny Shakespeare's ``input.txt``, characters, split as nanoGPT's ``shakespeare_char``.
+* ``openwebtext``: nanoGPT's ``train.bin``/``val.bin`` (uint16 GPT-2 tokens), read with ``numpy.memmap``.
 
-Every dataset comes as :class:`Splits`: ``train`` and ``test`` (:class:`TensorSplit` of named tensors, or
-lists of ``torch_geometric.data.Data`` for point clouds), ``classes``, ``vocab`` and a ``description``.
+Every dataset comes as :class:`Splits`: ``train`` and ``test`` (:class:`TensorSplit` of named tensors, lists of
+``torch_geometric.data.Data`` for point clouds, or :class:`TokenWindows` for language models), ``classes``,
+``vocab`` and a ``description``.
 Sequences are padded with a mask that is True at padding. Missing files raise
 :class:`DatasetNotFoundError`, malformed ones :class:`DatasetFormatError`, both naming the expected layout.
 """
 
+from .corpus import GPT2_VOCAB_SIZE, load_openwebtext, load_shakespeare_char, tweets_char, tweets_text
 from .errors import DataError, DatasetFormatError, DatasetNotFoundError
 from .images import digits, load_catsdogs, load_cifar100, load_mnist, mnist1d
 from .listops import listops
@@ -37,6 +43,7 @@ from .shapes3d import shapes3d
 from .splits import Kind, Splits, TensorSplit
 from .text import load_imdb, tweets
 from .vocab import Vocabulary
+from .windows import TokenWindows
 
 __all__ = [
     "load",
@@ -44,6 +51,7 @@ __all__ = [
     "STAND_INS",
     "Splits",
     "TensorSplit",
+    "TokenWindows",
     "Kind",
     "Vocabulary",
     "BOS",
@@ -54,6 +62,8 @@ __all__ = [
     "digits",
     "mnist1d",
     "tweets",
+    "tweets_char",
+    "tweets_text",
     "listops",
     "shapes3d",
     "seq2seq",
@@ -63,6 +73,9 @@ __all__ = [
     "load_imdb",
     "load_modelnet40",
     "load_modelnet40_h5",
+    "load_shakespeare_char",
+    "load_openwebtext",
+    "GPT2_VOCAB_SIZE",
 ]
 
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from .corpus import load_openwebtext, load_shakespeare_char, tweets_char
 from .images import digits, load_catsdogs, load_cifar100, load_mnist, mnist1d
 from .listops import listops
 from .modelnet import load_modelnet40, load_modelnet40_h5
@@ -20,6 +21,7 @@ STAND_INS: dict[str, Callable[..., Splits]] = {
     "digits": digits,
     "mnist1d": mnist1d,
     "tweets": tweets,
+    "tweets_char": tweets_char,
     "listops": listops,
     "shapes3d": shapes3d,
     **{task: partial(seq2seq, task) for task in TASKS},
@@ -32,6 +34,8 @@ DATASETS: dict[str, Callable[..., Splits]] = {
     "cifar100": load_cifar100,
     "catsdogs": load_catsdogs,
     "imdb": load_imdb,
+    "shakespeare_char": load_shakespeare_char,
+    "openwebtext": load_openwebtext,
     "modelnet40": load_modelnet40,
     "modelnet40_h5": load_modelnet40_h5,
 }

@@ -10,10 +10,11 @@ import torch
 from torch import Tensor
 
 from .vocab import Vocabulary
+from .windows import TokenWindows
 
 __all__ = ["TensorSplit", "Splits", "Kind"]
 
-Kind = Literal["image", "signal", "tokens", "points", "seq2seq"]
+Kind = Literal["image", "signal", "tokens", "points", "seq2seq", "lm"]
 """What a split holds, and so which front-end takes it:
 
 * ``"image"``: ``x`` float ``(N, C, H, W)`` in ``[0, 1]``, ``y`` long ``(N,)``.
@@ -22,6 +23,9 @@ Kind = Literal["image", "signal", "tokens", "points", "seq2seq"]
 * ``"points"``: a list of ``torch_geometric.data.Data(pos=(n_i, 3), y=(1,))`` with varying ``n_i``.
 * ``"seq2seq"``: ``src``/``tgt`` long ``(N, L)`` and ``src_mask``/``tgt_mask`` bool ``(N, L)`` True at padding;
   ``tgt`` starts with ``<bos>`` and both end with ``<eos>``.
+* ``"lm"``: :class:`~neuralode_tf.data.windows.TokenWindows`, windows of ``block_size + 1`` tokens of one token
+  sequence; a window's first ``block_size`` tokens are the input and its last ``block_size`` the targets (``test``
+  holds the validation text).
 """
 
 
@@ -62,16 +66,17 @@ class Splits:
     Attributes:
         name: Registry name of the dataset (see :data:`neuralode_tf.data.DATASETS`).
         kind: What the splits hold; see :data:`Kind`.
-        train, test: :class:`TensorSplit` objects, or lists of ``torch_geometric.data.Data`` for ``"points"``.
+        train, test: :class:`TensorSplit` objects, lists of ``torch_geometric.data.Data`` for ``"points"``, or
+            :class:`~neuralode_tf.data.windows.TokenWindows` for ``"lm"``.
         description: Where the data comes from and its size, in one line.
-        classes: Class names in label order (``None`` for ``"seq2seq"``).
-        vocab: The token vocabulary of ``"tokens"`` and ``"seq2seq"`` datasets.
+        classes: Class names in label order (``None`` for ``"seq2seq"`` and ``"lm"``).
+        vocab: The token vocabulary of ``"tokens"``, ``"seq2seq"`` and character ``"lm"`` datasets.
     """
 
     name: str
     kind: Kind
-    train: TensorSplit | Sequence[Any]
-    test: TensorSplit | Sequence[Any]
+    train: TensorSplit | TokenWindows | Sequence[Any]
+    test: TensorSplit | TokenWindows | Sequence[Any]
     description: str
     classes: tuple[str, ...] | None = None
     vocab: Vocabulary | None = None

@@ -1,5 +1,7 @@
-"""Model front-ends: continuous-depth transformers for images (ViT, timm conversion), sets, text, signals and
-sequence-to-sequence tasks, and one registry of named model configurations.
+"""Model front-ends: continuous-depth transformers for images (ViT, timm conversion), sets, text, signals,
+sequence-to-sequence tasks and language modelling (:class:`CausalLM`), and one registry of named model configurations.
+:func:`from_transformers` reads a Hugging Face transformers model exactly as an ODE
+(:mod:`~neuralode_tf.models.huggingface`).
 
 Every model takes ``field``, the name of a reading of its own blocks (:data:`FIELDS`) or a ready-made field
 module, and the solve settings of its :class:`~neuralode_tf.ContinuousDepth` stack(s) (``method``, ``steps`` /
@@ -17,9 +19,12 @@ field="parallel", num_sets=6)``; data-dependent arguments such as ``vocab_size``
 :func:`model_config` gives its class, keyword arguments and description, and :func:`register_model` adds one.
 """
 
+from . import _lm_registry  # noqa: F401  (registers the language models)
 from .blocks import decoder_field, transformer_field
+from .causal_lm import CausalLM
 from .decoding import EncoderDecoder
 from .discrete import DiscreteStack
+from .huggingface import from_transformers
 from .node import NODETransformer
 from .registry import ModelConfig, create_model, list_models, model_config, register_model
 from .seq2seq import Seq2Seq
@@ -41,11 +46,13 @@ __all__ = [
     "ModelConfig",
     "ViT",
     "continuous_from_timm",
+    "from_transformers",
     "TextClassifier",
     "SignalClassifier",
     "SetTransformer",
     "ReferenceSetTransformer",
     "Seq2Seq",
+    "CausalLM",
     "EncoderDecoder",
     "TRANSEVOLVE_VARIANTS",
     "TransEvolveEncoder",

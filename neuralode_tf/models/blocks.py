@@ -26,6 +26,7 @@ def transformer_field(
     attention_only: bool = False,
     inner_residuals: bool = True,
     evolving: Mapping[str, Any] | None = None,
+    causal: bool = False,
 ) -> nn.Module:
     """The field of a ``depth``-layer pre-norm transformer stack, built from new branches.
 
@@ -62,10 +63,15 @@ def transformer_field(
         inner_residuals: For ``"composed"``: keep each block's skips (as Kan et al.'s code) or not.
         evolving: For ``"evolving"``: keyword arguments of the
             :class:`~neuralode_tf.nn.EvolvingAttentionBranch` es (``alpha``, ``beta``, ``kernel_size``).
+        causal: Causal self-attention (a decoder-only stack): the field at position ``i`` reads positions
+            ``≤ i`` only, in every reading, and so does every fixed-grid solve of it
+            (:mod:`neuralode_tf.numerics.causality`).
     """
-    sets = _transformer_sets(
-        dim, num_heads, depth, mlp_hidden, num_sets, attention_only, _evolving_settings(field, evolving)
-    )
+    evolving = _evolving_settings(field, evolving)
+    if evolving is not None and causal:
+        evolving = {**evolving, "causal": True}
+    attention = dict(causal=True) if causal and evolving is None else None
+    sets = _transformer_sets(dim, num_heads, depth, mlp_hidden, num_sets, attention_only, evolving, attention=attention)
     return _stack_field(sets, depth, field, inner_residuals)
 
 
@@ -91,6 +97,7 @@ def _transformer_sets(
     norm: str = "pre",
     activation: Literal["gelu", "relu"] = "gelu",
     attention: Mapping[str, Any] | None = None,
+    mlp: Mapping[str, Any] | None = None,
 ) -> list[tuple[nn.Module, ...]]:
     """``num_sets`` (default ``depth``) new blocks ``(attention, MLP)``, or ``(attention,)``.
 
@@ -101,31 +108,34 @@ def _transformer_sets(
       LayerNorm eps ``1e-6`` (Vaswani et al. 2017; Sinkformers' IMDb encoder, after lyeoni's
       ``nlp-tutorial``), the branches built with ``prenorm=False``. Such blocks are no Euler step of a
       field: read them as ``"discrete"``, ``"composed"`` or ``"node"``.
+    * ``norm="none"``: the pre-norm blocks without their LayerNorms (``prenorm=False``), ``u + b(u)`` with
+      ``b`` the bare branch: the released OT-Transformer code's Shakespeare run, which switches every norm off.
 
     ``activation`` (``"gelu"`` or ``"relu"``) is the MLP's; ``attention`` holds further
-    :class:`~neuralode_tf.nn.AttentionBranch` keywords (``head_dim``, ``qkv_bias``, ``out_proj``).
+    :class:`~neuralode_tf.nn.AttentionBranch` keywords (``head_dim``, ``qkv_bias``, ``out_proj``, ``causal``,
+    ...) and ``mlp`` further :class:`~neuralode_tf.nn.MLPBranch` keywords (``bias``, ``norm_bias``, ``dropout``).
     """
     num_sets = depth if num_sets is None else num_sets
     if not (isinstance(depth, int) and isinstance(num_sets, int) and 1 <= num_sets <= depth and depth % num_sets == 0):
         raise ValueError(f"num_sets must be a positive divisor of depth={depth!r}, got num_sets={num_sets!r}")
-    if norm not in ("pre", "post"):
-        raise ValueError(f"norm must be 'pre' or 'post', got {norm!r}")
+    if norm not in ("pre", "post", "none"):
+        raise ValueError(f"norm must be 'pre', 'post' or 'none', got {norm!r}")
     if evolving is not None and (norm != "pre" or attention):
         raise ValueError("evolving attention comes with pre-norm blocks and its own attention settings")
     prenorm = norm == "pre"
 
     def sublayer(branch: nn.Module) -> nn.Module:
-        return branch if prenorm else Sublayer(branch, norm=nn.LayerNorm(dim, eps=1e-6))
+        return Sublayer(branch, norm=nn.LayerNorm(dim, eps=1e-6)) if norm == "post" else branch
 
     def attend() -> nn.Module:
         if evolving is not None:
             return EvolvingAttentionBranch(dim, num_heads, **evolving)
         return sublayer(AttentionBranch(dim, num_heads, prenorm=prenorm, **dict(attention or {})))
 
-    def mlp() -> nn.Module:
-        return sublayer(MLPBranch(dim, mlp_hidden, activation=activation, prenorm=prenorm))
+    def feed_forward() -> nn.Module:
+        return sublayer(MLPBranch(dim, mlp_hidden, activation=activation, prenorm=prenorm, **dict(mlp or {})))
 
-    return [(attend(),) if attention_only else (attend(), mlp()) for _ in range(num_sets)]
+    return [(attend(),) if attention_only else (attend(), feed_forward()) for _ in range(num_sets)]
 
 
 def decoder_field(

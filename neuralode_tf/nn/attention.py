@@ -7,6 +7,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .._checks import check_context, check_padding_mask
+from ._kv_cache import KVCache
+from .rotary import apply_rotary
 
 __all__ = ["AttentionBranch"]
 
@@ -36,6 +38,7 @@ class _AttentionParameters(nn.Module):
         qkv_bias: bool | None = None,
         out_proj: bool = True,
         prenorm: bool = True,
+        norm_bias: bool = True,
     ):
         super().__init__()
         if head_dim is None and dim % num_heads:
@@ -46,7 +49,7 @@ class _AttentionParameters(nn.Module):
         qkv_bias = bias if qkv_bias is None else qkv_bias
         self.num_heads = num_heads
         self.causal = causal
-        self.norm = nn.LayerNorm(dim) if prenorm else nn.Identity()
+        self.norm = nn.LayerNorm(dim, bias=norm_bias) if prenorm else nn.Identity()
         if context_dim is None:
             self.qkv = nn.Linear(dim, 3 * inner, bias=qkv_bias)
         else:
@@ -131,7 +134,12 @@ class AttentionBranch(_AttentionParameters):
             ``d`` wide together; Sinkformers' ViT drops ``W_o`` exactly when ``H = 1`` and ``k = d`` (their MNIST
             model).
         prenorm: Normalise ``x`` first (default). ``False`` gives the bare attention for a post-norm block,
-            whose LayerNorm comes after the skip (:class:`~neuralode_tf.fields.Sublayer`).
+            whose LayerNorm comes after the skip (:class:`~neuralode_tf.fields.Sublayer`), or a block without norms.
+        norm_bias: Whether the LayerNorm has a bias (nanoGPT's ``bias=False`` drops it with the projections').
+        rotary: Rotate queries and keys by their positions (:func:`~neuralode_tf.nn.apply_rotary`, Su et al. 2021);
+            self-attention only.
+        dropout: Dropout on the attention weights and on the output, in training mode (nanoGPT's ``attn_dropout``
+            and ``resid_dropout``). Inside a field it is drawn afresh at every evaluation.
 
     Shapes:
         ``x``: ``(*batch, n, dim)``, any number of leading dimensions (also none, which torchode's
@@ -151,10 +159,50 @@ class AttentionBranch(_AttentionParameters):
     (``tests/test_nn.py``). Masks are checked at every call: bool, shaped like the tokens (or the
     context) without their width.
 
-    Inside a field the branch is called as ``branch(x)``; per-batch masks and the encoder memory
-    reach it through :meth:`bind`, which :class:`~neuralode_tf.ContinuousDepth` calls with the
-    keyword arguments of its own ``forward``.
+    Inside a field the branch is called as ``branch(x)``; per-batch masks, the encoder memory and a
+    :class:`~neuralode_tf.nn.KVCache` reach it through :meth:`bind`, which :class:`~neuralode_tf.ContinuousDepth`
+    calls with the keyword arguments of its own ``forward``.
+
+    **Key/value cache.** With a cache bound, causal self-attention takes ``x`` to be the tokens after the
+    ``L`` the cache holds: it appends their keys and values to its slot and lets query ``i`` (position
+    ``L + i``) attend to keys ``0 .. L + i``, as in the forward over all tokens (incremental decoding).
     """
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        *,
+        causal: bool = False,
+        context_dim: int | None = None,
+        bias: bool = True,
+        head_dim: int | None = None,
+        qkv_bias: bool | None = None,
+        out_proj: bool = True,
+        prenorm: bool = True,
+        norm_bias: bool = True,
+        rotary: bool = False,
+        dropout: float = 0.0,
+    ):
+        super().__init__(
+            dim,
+            num_heads,
+            causal=causal,
+            context_dim=context_dim,
+            bias=bias,
+            head_dim=head_dim,
+            qkv_bias=qkv_bias,
+            out_proj=out_proj,
+            prenorm=prenorm,
+            norm_bias=norm_bias,
+        )
+        if rotary and self.is_cross_attention:
+            raise ValueError("rotary positions are for self-attention; cross-attention keys have no shared positions")
+        if not (isinstance(dropout, (int, float)) and 0.0 <= dropout < 1.0):
+            raise ValueError(f"dropout must be a probability in [0, 1), got {dropout!r}")
+        self.rotary = rotary
+        self.dropout = float(dropout)
+        self._kv_cache: KVCache | None = None
 
     def bind(
         self,
@@ -162,37 +210,63 @@ class AttentionBranch(_AttentionParameters):
         key_padding_mask: Tensor | None = None,
         memory: Tensor | None = None,
         memory_key_padding_mask: Tensor | None = None,
+        kv_cache: KVCache | None = None,
     ) -> None:
         """Set the per-batch conditioning used when ``forward`` is not given it explicitly.
 
-        Self-attention uses ``key_padding_mask`` (of the tokens themselves) and ignores the other two;
-        cross-attention uses ``memory`` as its key/value source and ``memory_key_padding_mask`` on it, and
-        ignores ``key_padding_mask``. So one call can condition every branch of a field. The values stay
-        bound until the next call (adjoint methods evaluate the field again during backward); ``forward``
-        checks them against each state it gets.
+        Self-attention uses ``key_padding_mask`` (of the tokens themselves) and ``kv_cache`` and ignores the
+        other two; cross-attention uses ``memory`` as its key/value source and ``memory_key_padding_mask`` on it,
+        and ignores ``key_padding_mask`` and ``kv_cache`` (its keys come from the memory). So one call can
+        condition every branch of a field. The values stay bound until the next call (adjoint methods evaluate
+        the field again during backward); ``forward`` checks them against each state it gets. A cache needs
+        causal self-attention and no ``key_padding_mask``.
         """
         if self.is_cross_attention:
             self._bound = {"context": memory, "key_padding_mask": memory_key_padding_mask}
-        else:
-            self._bound = {"key_padding_mask": key_padding_mask}
+            return
+        if kv_cache is not None and not self.causal:
+            raise ValueError("a KVCache serves causal self-attention: later tokens would change earlier ones here")
+        if kv_cache is not None and key_padding_mask is not None:
+            raise ValueError("a KVCache takes no key_padding_mask: decode unpadded sequences")
+        self._bound, self._kv_cache = {"key_padding_mask": key_padding_mask}, kv_cache
 
     def forward(self, x: Tensor, context: Tensor | None = None, key_padding_mask: Tensor | None = None) -> Tensor:
         context, key_padding_mask = self._conditioned(x, context, key_padding_mask)
         q, k, v = self._project(x, context)
-        mask = self._mask(key_padding_mask, q.shape[-2], k.shape[-2], x.device)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=self.causal and mask is None)
+        cache = self._kv_cache
+        if self.rotary:
+            start = 0 if cache is None else cache.length
+            q, k = apply_rotary(q, start), apply_rotary(k, start)
+        if cache is not None:
+            k, v = cache.append(k, v)
+        n_q, n_k = q.shape[-2], k.shape[-2]
+        mask = self._mask(key_padding_mask, n_q, n_k, x.device)
+        out = F.scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            attn_mask=mask,
+            dropout_p=self.dropout if self.training else 0.0,
+            is_causal=self.causal and mask is None and n_q == n_k,
+        )
         out = self.proj(out.transpose(-3, -2).flatten(-2))
+        if self.dropout and self.training:
+            out = F.dropout(out, self.dropout)
         if key_padding_mask is not None and not self.is_cross_attention:
             out = out.masked_fill(key_padding_mask.unsqueeze(-1), 0.0)
         return out
 
     def _mask(self, key_padding_mask: Tensor | None, n_q: int, n_k: int, device: torch.device) -> Tensor | None:
-        """Boolean mask, True where attention is allowed, shaped ``(*batch, 1, n_q, n_k)``."""
-        if key_padding_mask is None:
-            return None
+        """Boolean mask, True where attention is allowed, shaped ``(*batch, 1, n_q, n_k)``; ``None`` where every
+        key is allowed or ``is_causal`` says it (``n_q = n_k``). Causal self-attention query ``i`` sees keys
+        ``≤ n_k - n_q + i``: the queries are the last ``n_q`` tokens (all of them, or those after a cache's)."""
+        shift = 0 if self.is_cross_attention else n_k - n_q
+        if key_padding_mask is None:  # a mask only where is_causal cannot say it and some key is hidden
+            hidden = self.causal and n_q != n_k and (n_q > 1 or self.is_cross_attention)
+            return torch.ones(n_q, n_k, dtype=torch.bool, device=device).tril(shift) if hidden else None
         allowed = ~key_padding_mask[..., None, None, :]
         if self.causal:
-            allowed = allowed & torch.ones(n_q, n_k, dtype=torch.bool, device=device).tril()
+            allowed = allowed & torch.ones(n_q, n_k, dtype=torch.bool, device=device).tril(shift)
         # A query that may see no key at all (e.g. a padded query under a causal mask) attends to
         # everything instead of producing NaN; for self-attention its output is zeroed above.
         return allowed | ~allowed.any(dim=-1, keepdim=True)

@@ -52,7 +52,8 @@ def run_length(config: TrainConfig, examples: int, world: int) -> tuple[int, int
     """Steps per epoch and in the whole schedule for ``examples`` training examples on ``world`` processes.
 
     Raises:
-        ConfigError: the batch is larger than the split, or not divisible by ``world``.
+        ConfigError: the batch is larger than the split, not divisible by ``world``, or a process's share not by
+            ``grad_accumulation``.
 
     Warns:
         ScheduleWarning: the warm-up is longer than the schedule, so the learning rate never reaches ``lr``.
@@ -62,6 +63,11 @@ def run_length(config: TrainConfig, examples: int, world: int) -> tuple[int, int
         raise ConfigError(f"batch_size={config.batch_size} exceeds the {examples} training examples")
     if config.batch_size % world:
         raise ConfigError(f"batch_size={config.batch_size} must be divisible by the {world} processes")
+    if (config.batch_size // world) % config.grad_accumulation:
+        raise ConfigError(
+            f"each process's {config.batch_size // world} examples per step (batch_size={config.batch_size} over "
+            f"{world} processes) must be divisible by grad_accumulation={config.grad_accumulation}"
+        )
     total = steps_per_epoch * config.epochs
     if config.warmup_steps > total:
         warnings.warn(

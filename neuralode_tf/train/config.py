@@ -61,6 +61,9 @@ class TrainConfig:
             ("5e-4 for the first 35 epochs, then 5e-5 until the 41st epoch, ... then 5e-6") (``[]``).
         grad_clip: Gradient-norm clipping; 0 disables it, as in the OT presets, since Sinkformers' code does not
             clip (1).
+        grad_accumulation: Micro-batches per step: each process cuts its share of the batch into this many and
+            back-propagates the mean of their losses, the transport cost included, so a step's gradient is that of
+            the whole batch (each micro-batch's loss is a mean over as many targets) (1).
         seed: Seeds the model's initialisation and the data order of every epoch (0).
         out_dir: Where ``checkpoint.pt``, ``metrics.csv``, ``metrics.json`` and ``config.json`` go (``config.json``
             with each checkpoint, so an earlier run's files stay as they were until this run has one)
@@ -88,6 +91,7 @@ class TrainConfig:
     warmup_steps: int = _setting(0)
     lr_decay_epochs: list[int] = _setting([])
     grad_clip: float = _setting(1.0)
+    grad_accumulation: int = _setting(1)
     seed: int = _setting(0)
     out_dir: str = _setting("runs/<preset>")
     checkpoint_every: int = _setting(0)
@@ -113,6 +117,8 @@ class TrainConfig:
                 raise ConfigError(f"setting {entry.name}={value!r} must be {expected}, not {type(value).__name__}")
         if not all(_is(epoch, int) and epoch >= 1 for epoch in self.lr_decay_epochs):
             raise ConfigError(f"setting lr_decay_epochs={self.lr_decay_epochs!r} must list epochs >= 1")
+        if self.grad_accumulation < 1:
+            raise ConfigError(f"setting grad_accumulation={self.grad_accumulation!r} must be >= 1")
 
 
 def base_settings(preset: str) -> dict[str, Any]:

@@ -10,6 +10,7 @@ was stopped by SIGTERM, SIGINT or SIGKILL.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -24,10 +25,12 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
+from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm.auto import tqdm
 
 from ..continuous import ContinuousDepth, regularization
 from ._checkpoint import CHECKPOINT, check_run_folder, load_checkpoint, save_checkpoint, write_atomically
+from ._evaluation import perplexity, scores, validation
 from ._signals import StopRequest, TrainingInterrupted, stop_requests
 from ._validate import checked_task, run_length
 from .config import TrainConfig
@@ -61,6 +64,13 @@ def train(config: TrainConfig) -> dict[str, Any]:
     run's folder byte for byte as it was, and a failed write (e.g. a full disk: :class:`RunFolderError`) leaves the
     last good checkpoint. Checkpoints hold only tensors, plain containers and numbers and are loaded with
     ``torch.load(weights_only=True)``; anything else is refused with :class:`CheckpointError` and not loaded.
+
+    **Language models** (``"lm"`` data, :class:`~neuralode_tf.data.TokenWindows`): the validation loss (the mean
+    next-token cross-entropy over the validation windows) and the perplexity (its exponential) are computed at the end
+    of each epoch and of the run, written to ``metrics.csv`` (columns ``val_loss`` and ``perplexity``, NaN on the
+    other steps), returned (``result["val_loss"]``, ``result["perplexity"]``) and printed; a training window
+    depends on the epoch, which each step passes to :meth:`~neuralode_tf.train.Task.batch`. With
+    ``grad_accumulation=k`` a step back-propagates ``k`` micro-batches, each loss and transport cost divided by ``k``.
 
     **Interruption:** a SIGTERM (cluster preemption) or SIGINT (Ctrl-C) during training stops the run at the end of
     the current step, writes a checkpoint and raises :class:`TrainingInterrupted` (the CLI exits with 128 + the
@@ -106,6 +116,7 @@ def train(config: TrainConfig) -> dict[str, Any]:
     )
     local = config.batch_size // world
     done = start
+    language_model = task.data.kind == "lm"
 
     def save() -> None:
         state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()}
@@ -116,11 +127,10 @@ def train(config: TrainConfig) -> dict[str, Any]:
             epoch, index = divmod(step, steps_per_epoch)
             order = _permutation(len(task.train), config.seed, epoch)
             rows = order[index * config.batch_size : (index + 1) * config.batch_size][rank * local : (rank + 1) * local]
-            inputs, target = task.batch(task.train, rows, device)
             model.train()
-            logits = trained(**inputs)
-            loss = task.loss(logits, target)
-            penalty = regularization(model).to(loss.device)
+            optimizer.zero_grad(set_to_none=True)
+            batches = [task.batch(task.train, part, device, epoch) for part in rows.chunk(config.grad_accumulation)]
+            loss, penalty, accuracy = _accumulate(trained, model, task, batches)
             total_loss = loss + penalty
             if not _finite_everywhere(total_loss):
                 raise NonFiniteLossError(
@@ -128,23 +138,24 @@ def train(config: TrainConfig) -> dict[str, Any]:
                     f"checkpoint is {checkpoint_path if checkpoint_path.exists() else 'not written yet'}. Lower the "
                     "learning rate, use more solver steps, or clip gradients harder"
                 )
-            optimizer.zero_grad(set_to_none=True)
-            total_loss.backward()
             if config.grad_clip:
                 nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
             optimizer.step()
             scheduler.step()
+            done = step + 1
             record = {
-                "step": step + 1,
+                "step": done,
                 "epoch": epoch,
                 "loss": loss.item(),
-                "accuracy": task.accuracy(logits, target),
+                "accuracy": accuracy,
                 "nfe": float(_nfe(model)),
                 "lr": scheduler.get_last_lr()[0],
                 "regularization": penalty.item(),
             }
+            if language_model:  # validated at the end of each epoch but the last (the final evaluation's)
+                at_epoch_end = done % steps_per_epoch == 0 and done < stop
+                record.update(validation(model, task, device, config.eval_batch_size, at_epoch_end))
             history.append(record)
-            done = step + 1
             bar.set_postfix(loss=f"{record['loss']:.3f}", acc=f"{record['accuracy']:.2f}", nfe=int(record["nfe"]))
             if _stop_signal(request, device):
                 break
@@ -156,38 +167,67 @@ def train(config: TrainConfig) -> dict[str, Any]:
     signum = _stop_signal(request, device)
     if signum:
         raise TrainingInterrupted(signum, done, checkpoint_path)
+    accuracy, test_loss = scores(model, task, device, config.eval_batch_size)
     result: dict[str, Any] = {
         "preset": config.preset,
         "steps": stop,
         "final_loss": history[-1]["loss"] if history else math.nan,
-        "test_accuracy": evaluate(model, task, device, config.eval_batch_size),
+        "test_accuracy": accuracy,
         "parameters": sum(p.numel() for p in model.parameters()),
         "world_size": world,
     }
+    if language_model:
+        result.update(val_loss=test_loss, perplexity=perplexity(test_loss))
+        if history:
+            history[-1].update(val_loss=test_loss, perplexity=result["perplexity"])
     if rank == 0:
         _write_metrics(out, history, result)
         if config.progress:
-            print(
-                f"{config.preset}: test accuracy {100 * result['test_accuracy']:.2f}% "
-                f"({result['parameters']:,} parameters, {stop} steps)"
-            )
+            summary = f"test accuracy {100 * accuracy:.2f}%"
+            if language_model:
+                summary = (
+                    f"validation loss {test_loss:.4f}, perplexity {result['perplexity']:.3f}, next-token accuracy "
+                    f"{100 * accuracy:.2f}%"
+                )
+            print(f"{config.preset}: {summary} ({result['parameters']:,} parameters, {stop} steps)")
     if world > 1:
         dist.barrier()
     return result
 
 
-@torch.no_grad()
 def evaluate(model: nn.Module, task: Task, device: torch.device, batch_size: int = 256) -> float:
     """Accuracy on the test split."""
-    model.eval()
-    correct, count = 0.0, 0
-    for first in range(0, len(task.test), batch_size):
-        rows = torch.arange(first, min(first + batch_size, len(task.test)))
-        inputs, target = task.batch(task.test, rows, device)
-        n = task.count(target)
-        correct += task.accuracy(model(**inputs), target) * n
-        count += n
-    return correct / count
+    return scores(model, task, device, batch_size)[0]
+
+
+def _accumulate(
+    trained: nn.Module, model: nn.Module, task: Task, batches: list[tuple[dict[str, Any], Tensor]]
+) -> tuple[Tensor, Tensor, float]:
+    """Back-propagate the mean over the micro-batches ``batches`` of ``loss + regularization(model)`` (``trained``
+    is ``model``, or its DDP wrapper, which synchronises the gradients at the last micro-batch only).
+
+    With ``k`` micro-batches each term is divided by ``k``, the transport cost too (the released OT-Transformer code
+    divides only the logged loss, so its gradients grow with ``k``): as each term is a mean over its micro-batch,
+    the gradient is that of one batch of them all whenever every micro-batch counts as many targets.
+
+    Returns:
+        The mean loss and regularisation (detached) and the mean accuracy over the micro-batches; or, at the first
+        micro-batch whose loss is not finite (on any process), its loss and regularisation, not back-propagated.
+    """
+    k = len(batches)
+    losses, penalties, accuracy = [], [], 0.0
+    for i, (inputs, target) in enumerate(batches):
+        with trained.no_sync() if isinstance(trained, DDP) and i < k - 1 else contextlib.nullcontext():
+            logits = trained(**inputs)
+            loss = task.loss(logits, target)
+            penalty = regularization(model).to(loss.device)
+            if not _finite_everywhere(loss + penalty):
+                return loss.detach(), penalty.detach(), math.nan
+            ((loss + penalty) / k).backward()
+        losses.append(loss.detach())
+        penalties.append(penalty.detach())
+        accuracy += task.accuracy(logits, target) / k
+    return torch.stack(losses).mean(), torch.stack(penalties).mean(), accuracy
 
 
 def _permutation(n: int, seed: int, epoch: int) -> Tensor:

@@ -1,8 +1,9 @@
 """Named training presets: a dataset, a model and the loop settings that train it well here.
 
 Most presets run on an offline stand-in dataset; the OT-Transformer paper presets read the paper's data
-(:mod:`~neuralode_tf.train.presets_ot`). Each model is a registered configuration of
-:mod:`neuralode_tf.models` (:func:`~neuralode_tf.models.create_model`) built on the dataset's shape.
+(:mod:`~neuralode_tf.train.presets_ot`), as the language-model presets' released configurations do
+(:mod:`~neuralode_tf.train.presets_lm`). Each model is a registered configuration of :mod:`neuralode_tf.models`
+(:func:`~neuralode_tf.models.create_model`) built on the dataset's shape.
 ``data.*`` and ``model.*`` overrides reach the dataset loader and the model's configuration.
 """
 
@@ -17,6 +18,7 @@ from ..data import Splits
 from ..models import TRANSEVOLVE_VARIANTS, create_model, model_config
 from ._models import _vocabulary_size, classes, images, pairs, registered, tokens
 from ._preset import Preset, make_preset
+from .presets_lm import LM_PRESETS, LM_VARIANTS
 from .presets_ot import OT_PRESETS, OT_VARIANTS
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "classes",
     "pairs",
     "OT_VARIANTS",
+    "LM_VARIANTS",
     "TRANSEVOLVE_LISTOPS_VARIANTS",
     "EA_VARIANTS",
     "VARIANTS",
@@ -167,7 +170,7 @@ _PRESETS: dict[str, Preset] = {
     for name, description, dataset, model, settings in _ROWS
 }
 
-PRESETS: dict[str, Preset] = {**_PRESETS, **OT_PRESETS}
+PRESETS: dict[str, Preset] = {**_PRESETS, **OT_PRESETS, **LM_PRESETS}
 """Every preset by name (``neuralode-tf train --list``)."""
 
 
@@ -196,5 +199,6 @@ VARIANTS: dict[str, dict[str, dict[str, Any]]] = {
     "transevolve_listops": TRANSEVOLVE_LISTOPS_VARIANTS,
     "transevolve_reverse": TRANSEVOLVE_LISTOPS_VARIANTS,
     **EA_VARIANTS,
+    **LM_VARIANTS,
 }
 """Model variants by preset, for ``neuralode-tf compare`` and :func:`~neuralode_tf.train.compare_variants`."""

@@ -7,6 +7,10 @@ The batch layout follows the dataset's :data:`~neuralode_tf.data.Kind`:
 * ``points``: ``model(points=torch_geometric.data.Batch)``;
 * ``seq2seq``: ``model(src, tgt_in, src_key_padding_mask, tgt_key_padding_mask)`` with teacher forcing; the
   targets are the next tokens, and padding is ignored by the loss and the accuracy.
+* ``lm``: ``model(tokens=w[:, :-1])`` for windows ``w`` of ``block_size + 1`` tokens, targets ``w[:, 1:]`` of shape
+  ``(B, block_size)`` (nanoGPT's ``get_batch``): the loss is the mean next-token cross-entropy and the accuracy the
+  share of next tokens predicted, over every position. A training window depends on the epoch
+  (:class:`~neuralode_tf.data.TokenWindows`), which the loop passes to :meth:`Task.batch`.
 """
 
 from __future__ import annotations
@@ -42,8 +46,11 @@ class Task:
     def test(self) -> Any:
         return self.data.test
 
-    def batch(self, split: Any, rows: Tensor, device: torch.device) -> tuple[dict[str, Any], Tensor]:
-        """Model inputs and targets of ``split[rows]``, on ``device``."""
+    def batch(self, split: Any, rows: Tensor, device: torch.device, epoch: int = 0) -> tuple[dict[str, Any], Tensor]:
+        """Model inputs and targets of ``split[rows]``, on ``device``; ``epoch`` picks a language model's training
+        windows (other splits' rows do not depend on it)."""
+        if self.data.kind == "lm":
+            return _windows(split, rows, device, epoch)
         return _BATCHERS[self.data.kind](split, rows, device)
 
     def loss(self, logits: Tensor, target: Tensor) -> Tensor:
@@ -98,6 +105,11 @@ def _seq2seq(split: Any, rows: Tensor, device: torch.device) -> tuple[dict[str, 
         "tgt_key_padding_mask": tgt_mask[:, :-1],
     }
     return inputs, tgt[:, 1:].masked_fill(tgt_mask[:, 1:], _IGNORE)
+
+
+def _windows(split: Any, rows: Tensor, device: torch.device, epoch: int) -> tuple[dict[str, Any], Tensor]:
+    window = split.windows(rows, epoch).to(device)
+    return {"tokens": window[:, :-1]}, window[:, 1:]
 
 
 _BATCHERS = {

@@ -7,7 +7,8 @@ value as printed), ``class`` and the stored ``ours`` and ``verdict``. By class:
   paper's printed precision; the verdict is :func:`~._rule.exact_verdict`.
 * ``qualitative``: ``a`` beats ``b``, judged by :func:`~._rule.two_standard_errors` on the per-seed
   values of ``metric`` (``test_accuracy``, the final one; ``non_finite``; ``train_loss``, the last epoch's
-  mean; or ``sweep.K``, the test accuracy with K steps) in
+  mean; ``sweep.K``, the test accuracy with K steps; or a language model's final ``val_loss`` or ``perplexity``,
+  lower is better: ``higher_is_better = false``) in
   ``recording`` (a ``[recordings.NAME]`` table: path, stand-in, date and command of a run too long for
   CI); or on the two lists that the function named by ``samples`` returns.
 * ``not here``: needs the paper's data or hardware; ``command`` is the run that would produce ours.
@@ -168,6 +169,8 @@ def _values(rows: list[dict], variant: str, metric: str) -> list[float]:
         if not all(r.get("curve") for r in finite):
             raise LedgerError(f"runs of {variant!r} have no learning curve: the recording predates them; rerun it")
         return [r["curve"]["loss"][-1] for r in finite]
+    if metric in ("val_loss", "perplexity"):  # a language model's final validation loss, or its exponential
+        return [r[metric] for r in finite]
     if metric.startswith("sweep."):
         steps = metric.split(".", 1)[1]
         return [100 * {str(k): v for k, v in r["sweep"].items()}[steps] for r in finite]
@@ -195,9 +198,12 @@ def recompute(ledger: Ledger, claim: Claim, rows: list[dict] | None = None) -> O
         rows = recording.rows() if rows is None else rows
         a, b = _values(rows, claim.a, claim.metric), _values(rows, claim.b, claim.metric_b or claim.metric)
         label, count = f"{recording.stand_in}: ", "seeds"
-        digits, unit = {"non_finite": (2, " of runs non-finite"), "train_loss": (3, " training loss")}.get(
-            claim.metric, (1, " points")
-        )
+        digits, unit = {
+            "non_finite": (2, " of runs non-finite"),
+            "train_loss": (3, " training loss"),
+            "val_loss": (3, " validation loss"),
+            "perplexity": (2, " perplexity"),
+        }.get(claim.metric, (1, " points"))
     judged = _rule.two_standard_errors(a, b, claim.higher_is_better)
     ours = (
         f"{label}{_signed(judged.difference, digits)} ± {judged.standard_error:.{digits}f}{unit} "

@@ -1,0 +1,160 @@
+"""The attention of a Hugging Face block as a residual branch: the block's own projections around one
+:func:`torch.nn.functional.scaled_dot_product_attention`."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..._checks import check_padding_mask
+
+__all__ = ["AttentionMasks", "TransformersAttention", "split_heads"]
+
+
+def split_heads(z: Tensor, head_dim: int) -> Tensor:
+    """``(B, n, H * d_h) -> (B, H, n, d_h)``."""
+    return z.unflatten(-1, (-1, head_dim)).transpose(-3, -2)
+
+
+def _rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotary positions (Su et al. 2021, eq. 34) on the first ``r = cos.shape[-1]`` features of each head, in
+    Hugging Face's half-split layout: ``x_r cos + rot(x_r) sin`` with ``rot(a, b) = (-b, a)``; the rest pass."""
+    r = cos.shape[-1]
+    rotary, rest = (x, None) if r == x.shape[-1] else (x[..., :r], x[..., r:])
+    first, second = rotary.chunk(2, dim=-1)
+    out = rotary * cos + torch.cat((-second, first), dim=-1) * sin
+    return out if rest is None else torch.cat((out, rest), dim=-1)
+
+
+class AttentionMasks:
+    """The boolean attention masks of one padding mask, built once and shared by the attention modules of a model
+    (:func:`~neuralode_tf.models.from_transformers` gives its blocks one): each mask, keyed by length, device,
+    causality and window, is built for the first module that needs it and reused by the others until another
+    padding mask (a new tensor, or this one changed in place) arrives."""
+
+    def __init__(self) -> None:
+        self._padding: tuple[Tensor | None, int] = (None, 0)
+        self._masks: dict[tuple[int, torch.device, bool, int | None], Tensor | None] = {}
+
+    def get(
+        self, padding: Tensor | None, n: int, device: torch.device, causal: bool, window: int | None
+    ) -> Tensor | None:
+        """The mask ``(B or 1, 1, n, n)``, True where attention is allowed, or ``None`` where ``is_causal`` (or
+        nothing) says it all."""
+        version = 0 if padding is None else padding._version
+        if padding is not self._padding[0] or version != self._padding[1]:
+            self._padding, self._masks = (padding, version), {}
+        key = (n, device, causal, window if window is not None and n > window else None)
+        if key not in self._masks:
+            self._masks[key] = _mask(padding, *key)
+        return self._masks[key]
+
+
+def _mask(padding: Tensor | None, n: int, device: torch.device, causal: bool, window: int | None) -> Tensor | None:
+    if padding is None and window is None:
+        return None
+    i = torch.arange(n, device=device)
+    allowed = torch.ones(n, n, dtype=torch.bool, device=device)
+    if causal:
+        allowed = i[:, None] >= i[None, :]
+    if window is not None:
+        allowed = allowed & (i[:, None] - i[None, :] < window)
+    if padding is None:
+        return allowed[None, None]
+    allowed = allowed & ~padding[..., None, None, :]
+    return allowed | ~allowed.any(dim=-1, keepdim=True)  # a query that may see no key sees all
+
+
+class TransformersAttention(nn.Module):
+    """Self-attention of a Hugging Face block, ``x -> W_o · [head_1, ..., head_H]`` with no skip connection:
+
+    .. math::
+
+        \\mathrm{head}_h = \\mathrm{softmax}\\Big(s\\, R(q_h)\\, R(k_{g(h)})^\\top + M\\Big)\\, v_{g(h)},
+        \\qquad (q, k, v) = \\mathrm{project}(N(x))
+
+    (Vaswani et al. 2017, eq. 1), where ``N`` is the block's pre-norm (identity for a post-norm block), ``s`` the
+    block's scale, ``R`` rotary positions bound per forward (identity without them), ``g(h)`` the key/value
+    head of query head ``h`` (grouped-query attention, Ainslie et al. 2023: ``H / H_kv`` query heads share one),
+    and ``M`` is ``-inf`` where attention is not allowed: at padded keys, after the query (``causal``) and
+    ``window`` or more positions before it (sliding window: key ``j`` of query ``i`` needs ``i - j < window``).
+    A query that may see no key (a padded query under a causal mask) attends to every key instead of producing
+    NaN: its output is finite but meaningless, and no real position reads it.
+
+    A subclass (one per family) defines :meth:`project`, the block's own query/key/value projections, which
+    hold the block's parameters (shared, not copied). :meth:`qkv` gives the ``R(q), R(k), v`` that the attention
+    weights are made of, so a reading that needs the logits ``s R(q) R(k)ᵀ`` (evolving attention, Wang et al.
+    2021) can compute them from it and :attr:`scale`.
+
+    Args:
+        norm: The block's pre-norm ``N``, or ``None`` (post-norm block).
+        out: ``W_o`` (with the block's dropout after it, if any).
+        num_heads, num_kv_heads, head_dim: ``H``, ``H_kv`` and ``d_h``.
+        scale: ``s`` (usually ``d_h^{-1/2}``).
+        causal: Mask the keys after each query (decoders).
+        window: Sliding-window width, or ``None``.
+        dropout: Dropout on the attention weights in training mode (the block's own).
+
+    Attributes:
+        masks: The :class:`AttentionMasks` it takes its mask from (its own, or one shared by a model's blocks).
+    """
+
+    def __init__(
+        self,
+        norm: nn.Module | None,
+        out: nn.Module,
+        *,
+        num_heads: int,
+        num_kv_heads: int,
+        head_dim: int,
+        scale: float,
+        causal: bool,
+        window: int | None = None,
+        dropout: float = 0.0,
+    ):
+        super().__init__()
+        self.norm = norm if norm is not None else nn.Identity()
+        self.out = out
+        self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
+        self.scale, self.causal, self.window, self.dropout = scale, causal, window, dropout
+        self.masks = AttentionMasks()
+        self._key_padding_mask: Tensor | None = None
+        self._rotary: tuple[Tensor, Tensor] | None = None
+
+    def project(self, h: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Queries ``(B, H, n, d_h)``, keys and values ``(B, H_kv, n, d_h)`` of the normalised tokens ``h``."""
+        raise NotImplementedError(f"{type(self).__name__} must define project(h) -> (q, k, v)")
+
+    def bind(self, *, key_padding_mask: Tensor | None = None, rotary: tuple[Tensor, Tensor] | None = None) -> None:
+        """Set the per-forward conditioning: ``key_padding_mask`` bool ``(B, n)``, True at padding, and ``rotary``,
+        the ``(cos, sin)`` of the tokens' positions, each ``(B or 1, n, r)`` (Hugging Face's rotary embedding
+        module's output). :class:`~neuralode_tf.ContinuousDepth` calls it with the keywords of its forward; the
+        attention mask is built at the first evaluation after it, once for all modules sharing :attr:`masks`."""
+        self._key_padding_mask = key_padding_mask
+        self._rotary = None if rotary is None else (rotary[0].unsqueeze(-3), rotary[1].unsqueeze(-3))
+
+    def qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """``R(q), R(k), v`` of the tokens ``x``: normalised, projected, rotated by the bound positions."""
+        q, k, v = self.project(self.norm(x))
+        if self._rotary is not None:
+            cos, sin = self._rotary
+            q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+        return q, k, v
+
+    def forward(self, x: Tensor) -> Tensor:
+        check_padding_mask(self._key_padding_mask, "key_padding_mask", x.shape[:-1], "x", bound=True)
+        q, k, v = self.qkv(x)
+        mask = self.masks.get(self._key_padding_mask, x.shape[-2], x.device, self.causal, self.window)
+        gqa = {"enable_gqa": True} if self.num_kv_heads != self.num_heads else {}
+        out = F.scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            attn_mask=mask,
+            dropout_p=self.dropout if self.training else 0.0,
+            is_causal=self.causal and mask is None,
+            scale=self.scale,
+            **gqa,
+        )
+        return self.out(out.transpose(-3, -2).flatten(-2))

@@ -1,0 +1,208 @@
+"""The converted model: a Hugging Face model whose stack of blocks is a ContinuousDepth, and what a family defines."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ._attention import AttentionMasks, TransformersAttention
+
+__all__ = ["Family", "ContinuousTransformersModel", "causal_lm_head", "last_token_head"]
+
+Head = Callable[[Any, Tensor, Tensor], Tensor]
+"""``head(hf_model, last_hidden_state, input_ids) -> output``: a task's head, read from the model at each call."""
+
+
+def causal_lm_head(hf_model: Any, hidden: Tensor, input_ids: Tensor) -> Tensor:
+    """``*ForCausalLM``: the logits of every position, ``lm_head(h)`` (tied to the input embedding or not)."""
+    return hf_model.get_output_embeddings()(hidden)
+
+
+def last_token_head(hf_model: Any, hidden: Tensor, input_ids: Tensor) -> Tensor:
+    """A decoder's ``*ForSequenceClassification``: ``score(h)`` at the last token that is not ``pad_token_id`` (the
+    last token if the config has none, which Hugging Face allows for a batch of one only)."""
+    logits = hf_model.score(hidden)
+    pad = hf_model.config.pad_token_id
+    if pad is None:
+        if input_ids.shape[0] != 1:
+            raise ValueError(f"{type(hf_model).__name__} has no pad_token_id: it pools a batch of one only")
+        return logits[:, -1]
+    positions = torch.arange(input_ids.shape[-1], device=logits.device)
+    last = (positions * (input_ids != pad).to(logits.device)).argmax(-1)
+    return logits[torch.arange(input_ids.shape[0], device=logits.device), last]
+
+
+class Family:
+    """How one family of Hugging Face models is read: its blocks as the parts of a field, its embedding, its final
+    norm and the heads of its tasks. Subclasses, one per family, override what differs.
+
+    Attributes:
+        base_classes: Class names of the base models it reads (``"LlamaModel"``, ``"MistralModel"``, ...).
+        layer_classes: Class names of the blocks it reads (``"LlamaDecoderLayer"``, ...).
+        token_type_ids: Whether its embedding takes segment ids.
+        heads: Task (``"causal_lm"``, ``"masked_lm"``, ``"sequence_classification"``) -> :data:`Head`.
+    """
+
+    base_classes: tuple[str, ...] = ()
+    layer_classes: tuple[str, ...] = ()
+    token_type_ids = False
+    heads: Mapping[str, Head] = {"causal_lm": causal_lm_head, "sequence_classification": last_token_head}
+
+    def layers(self, base: Any) -> Sequence[nn.Module]:
+        """The base model's blocks, in order."""
+        raise NotImplementedError
+
+    def parts(self, layer: Any, config: Any, index: int) -> tuple[nn.Module, ...]:
+        """Block ``index``'s parts, in stepping order (sharing the block's modules).
+
+        Raises:
+            TypeError: the block has something this reading does not cover, named with its class.
+        """
+        raise NotImplementedError
+
+    def field(self, config: Any) -> str:
+        """The reading of the blocks: ``"split"`` (Lie-Trotter) or ``"parallel"`` (Euler)."""
+        return "split"
+
+    def blocks(self, base: Any) -> tuple[str, list[tuple[nn.Module, ...]]]:
+        """``(field, sets)``: the reading and each block's :meth:`parts`, in order.
+
+        Raises:
+            TypeError: a block that is none of :attr:`layer_classes`, or that :meth:`parts` cannot read.
+        """
+        sets = []
+        for index, layer in enumerate(self.layers(base)):
+            if type(layer).__name__ not in self.layer_classes:
+                raise TypeError(
+                    f"from_transformers cannot read {type(layer).__name__}: the blocks of {type(base).__name__} "
+                    f"it reads are {', '.join(self.layer_classes)}"
+                )
+            sets.append(self.parts(layer, base.config, index))
+        masks = AttentionMasks()  # one for all blocks: each mask is built once per forward
+        for part in (part for parts in sets for part in parts):
+            if isinstance(part, TransformersAttention):
+                part.masks = masks
+        return self.field(base.config), sets
+
+    def embed(self, base: Any, input_ids: Tensor, position_ids: Tensor | None, token_type_ids: Tensor | None) -> Tensor:
+        """The tokens ``x(0)`` ``(B, n, d)``: the base model's embedding, positions and dropout."""
+        raise NotImplementedError
+
+    def rotary(self, base: Any, x: Tensor, position_ids: Tensor | None) -> tuple[Tensor, Tensor] | None:
+        """``(cos, sin)`` of the tokens' rotary positions from the base model's own rotary module ``rotary_emb``
+        (so with the rope scaling its config selects), or ``None`` for a family without one."""
+        module = getattr(base, "rotary_emb", None)
+        if module is None:
+            return None
+        if position_ids is None:
+            position_ids = torch.arange(x.shape[-2], device=x.device)[None]
+        return module(x, position_ids)
+
+    def final_norm(self, base: Any) -> nn.Module | None:
+        """The norm after the last block (``None`` for a post-norm family)."""
+        return None
+
+
+class ContinuousTransformersModel(nn.Module):
+    """A Hugging Face transformers model whose stack of blocks is a :class:`~neuralode_tf.ContinuousDepth`.
+
+    ``forward`` takes the model's inputs and returns its main output (``logits``, or ``last_hidden_state`` for
+    a base model); ``forward = forward_head(forward_features(...))``. Build it with
+    :func:`~neuralode_tf.models.from_transformers`.
+
+    Attributes:
+        hf_model: The Hugging Face model. Its blocks stay in place and share their parameters with the
+            encoder's field, so ``hf_model(...)`` still runs the discrete stack; ``parameters()`` yields every
+            tensor once, the Hugging Face model's own.
+        encoder: The :class:`~neuralode_tf.ContinuousDepth` that replaces the blocks.
+        task: ``"base"``, ``"causal_lm"``, ``"masked_lm"`` or ``"sequence_classification"``.
+    """
+
+    def __init__(self, hf_model: nn.Module, encoder: nn.Module, family: Family, task: str):
+        super().__init__()
+        self.hf_model = hf_model
+        self.encoder = encoder
+        self.family = family
+        self.task = task
+
+    @property
+    def base(self) -> nn.Module:
+        """The base model (``hf_model.base_model``: embeddings and blocks)."""
+        return self.hf_model.base_model  # type: ignore[return-value]
+
+    def forward_features(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        *,
+        position_ids: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+    ) -> Tensor:
+        """``last_hidden_state`` ``(B, n, d)``: embedding, the ODE over the blocks' depth, final norm.
+
+        Args:
+            input_ids: Token ids ``(B, n)``.
+            attention_mask: Hugging Face's convention: ``(B, n)``, 1 (or True) at real tokens, 0 at padding.
+            position_ids: As the Hugging Face model takes them (default: ``0 .. n-1``, also under left padding).
+            token_type_ids: Segment ids, for the families that take them (GPT-2, BERT).
+        """
+        padding = _key_padding_mask(input_ids, attention_mask)
+        base, family = self.base, self.family
+        if token_type_ids is not None and not family.token_type_ids:
+            raise ValueError(f"{type(base).__name__} takes no token_type_ids")
+        x = family.embed(base, input_ids, position_ids, token_type_ids)
+        conditioning: dict[str, Any] = {"key_padding_mask": padding}
+        rotary = family.rotary(base, x, position_ids)
+        if rotary is not None:
+            conditioning["rotary"] = rotary
+        x = self.encoder(x, **conditioning)
+        norm = family.final_norm(base)
+        return x if norm is None else norm(x)
+
+    def forward_head(self, features: Tensor, input_ids: Tensor) -> Tensor:
+        """The task's output from ``last_hidden_state`` (``input_ids`` locate the last real token for a decoder's
+        sequence classification)."""
+        if self.task == "base":
+            return features
+        return self.family.heads[self.task](self.hf_model, features, input_ids)
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        *,
+        position_ids: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+    ) -> Tensor:
+        features = self.forward_features(
+            input_ids, attention_mask, position_ids=position_ids, token_type_ids=token_type_ids
+        )
+        return self.forward_head(features, input_ids)
+
+    def extra_repr(self) -> str:
+        return f"task={self.task!r}"
+
+
+def _key_padding_mask(input_ids: Tensor, attention_mask: Tensor | None) -> Tensor | None:
+    """Hugging Face's ``attention_mask`` (1 = real token) as torch's ``key_padding_mask`` (True = padding); ``None``
+    without padding, where attention needs no mask (as Hugging Face drops an all-ones mask)."""
+    if not isinstance(input_ids, Tensor) or input_ids.ndim != 2 or input_ids.is_floating_point():
+        raise ValueError(f"input_ids must be an integer tensor (batch, tokens), got {_describe(input_ids)}")
+    if attention_mask is None:
+        return None
+    if not isinstance(attention_mask, Tensor) or attention_mask.shape != input_ids.shape:
+        raise ValueError(
+            f"attention_mask must be a tensor shaped like input_ids {tuple(input_ids.shape)}, 1 at real tokens and "
+            f"0 at padding (Hugging Face's convention), got {_describe(attention_mask)}"
+        )
+    padding = ~attention_mask.bool()
+    return padding if bool(padding.any()) else None
+
+
+def _describe(value: object) -> str:
+    if isinstance(value, Tensor):
+        return f"a {value.dtype} tensor of shape {tuple(value.shape)}"
+    return type(value).__name__

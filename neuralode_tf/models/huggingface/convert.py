@@ -1,0 +1,82 @@
+"""``from_transformers``: the families it reads, the tasks it keeps, and the conversion."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+
+from ..stack import stack_encoder
+from ._model import ContinuousTransformersModel, Family
+from .bert import Bert, Roberta
+from .gpt2 import GPT2
+from .gpt_neox import GPTNeoX
+from .llama import Llama
+
+__all__ = ["FAMILIES", "TASKS", "from_transformers"]
+
+FAMILIES: tuple[Family, ...] = (GPT2(), Llama(), GPTNeoX(), Bert(), Roberta())
+"""The families :func:`from_transformers` reads, each naming its base model classes."""
+
+TASKS = {
+    "ForCausalLM": "causal_lm",
+    "LMHeadModel": "causal_lm",
+    "ForMaskedLM": "masked_lm",
+    "ForSequenceClassification": "sequence_classification",
+}
+"""Class-name suffix of a Hugging Face model with a head -> the task whose output the converted model returns."""
+
+
+def from_transformers(hf_model: nn.Module, **solve_options: Any) -> ContinuousTransformersModel:
+    """A Hugging Face transformers model read exactly as a continuous-depth ODE (see
+    :mod:`neuralode_tf.models.huggingface` for the reading of each family).
+
+    The blocks become a :class:`~neuralode_tf.fields.WeightSharedField` over ``[0, L]`` whose layer ``m`` is a
+    :class:`~neuralode_tf.fields.SplitField` of block ``m``'s parts (a
+    :class:`~neuralode_tf.fields.ParallelField` for GPT-NeoX's parallel residual), solved by a
+    :class:`~neuralode_tf.ContinuousDepth`; the embedding, the final norm and the head are the model's own. The
+    parts are built around the model's modules, so the converted model shares its parameters (the same
+    ``Parameter`` objects: training one trains the other). The default, one Lie-Trotter Euler step per block
+    (Euler for a parallel field), computes the Hugging Face model's output exactly (to rounding: float64
+    max-abs <= 1e-10 in ``tests/test_huggingface.py``); other settings integrate the same ODE, e.g.
+    ``from_transformers(model, method="rk4", steps=4)`` or later
+    ``neuralode_tf.set_solve_options(converted, method="dopri5", rtol=1e-6)``.
+
+    Args:
+        hf_model: A model of a family in :data:`FAMILIES`: the base model (returns ``last_hidden_state``) or one
+            with a head of :data:`TASKS` (returns ``logits``). The converted model starts in its training mode;
+            use ``eval()`` (or zero dropout) for solves with several evaluations per step: dropout inside the
+            blocks stays.
+        **solve_options: Settings of :func:`~neuralode_tf.models.stack_encoder`: ``method``, ``steps`` /
+            ``step_size`` (over ``[0, L]``: ``steps=4 * L`` is four per block), ``adjoint``, ``backend``,
+            ``rtol``, ``atol``, ..., and ``t1``, ``transport_cost``.
+
+    Raises:
+        TypeError: ``hf_model`` is no Hugging Face model, its base model is of no family in :data:`FAMILIES`, its
+            head is of no task in :data:`TASKS` its family has, or a block has what the reading does not cover
+            (cross-attention, relative positions); the message names the class.
+    """
+    if not any(cls.__module__.startswith("transformers.") for cls in type(hf_model).__mro__):
+        raise TypeError(f"from_transformers reads Hugging Face transformers models, not {type(hf_model).__name__}")
+    base = hf_model.base_model
+    family = next((f for f in FAMILIES if type(base).__name__ in f.base_classes), None)
+    if family is None:
+        readable = ", ".join(name for f in FAMILIES for name in f.base_classes)
+        raise TypeError(
+            f"from_transformers cannot read {type(hf_model).__name__}: its base model {type(base).__name__} is "
+            f"none of {readable}"
+        )
+    task = "base" if base is hf_model else _task(hf_model, family)
+    field, sets = family.blocks(base)
+    encoder = stack_encoder(field, len(sets), sets, **solve_options)
+    converted = ContinuousTransformersModel(hf_model, encoder, family, task)
+    return converted.train(hf_model.training)  # the new modules (attention) in the model's mode
+
+
+def _task(hf_model: nn.Module, family: Family) -> str:
+    name = type(hf_model).__name__
+    task = next((task for suffix, task in TASKS.items() if name.endswith(suffix)), None)
+    if task is None or task not in family.heads:
+        kept = ", ".join(sorted(family.heads))
+        raise TypeError(f"from_transformers cannot read the head of {name}: for its family it reads {kept}")
+    return task

@@ -1,0 +1,41 @@
+"""Scores of a model on a task's test split: accuracy and mean loss, and a language model's validation loss and
+perplexity."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from .tasks import Task
+
+__all__ = ["scores", "validation", "perplexity"]
+
+
+@torch.no_grad()
+def scores(model: nn.Module, task: Task, device: torch.device, batch_size: int) -> tuple[float, float]:
+    """Accuracy and mean loss per target (token, for sequences) on the test split, in eval mode."""
+    model.eval()
+    correct, loss, count = 0.0, 0.0, 0
+    for first in range(0, len(task.test), batch_size):
+        rows = torch.arange(first, min(first + batch_size, len(task.test)))
+        inputs, target = task.batch(task.test, rows, device)
+        n = task.count(target)
+        logits = model(**inputs)
+        correct += task.accuracy(logits, target) * n
+        loss += task.loss(logits, target).item() * n
+        count += n
+    return correct / count, loss / count
+
+
+def validation(model: nn.Module, task: Task, device: torch.device, batch_size: int, now: bool) -> dict[str, float]:
+    """A language model's ``val_loss`` (mean next-token cross-entropy on the validation text) and ``perplexity``
+    (its exponential) if ``now``, else NaN for both (the columns of ``metrics.csv``)."""
+    loss = scores(model, task, device, batch_size)[1] if now else math.nan
+    return {"val_loss": loss, "perplexity": perplexity(loss)}
+
+
+def perplexity(loss: float) -> float:
+    """``exp(loss)``, the perplexity of a mean cross-entropy in nats (``inf`` past the float range)."""
+    return math.exp(loss) if loss < 709 or math.isnan(loss) else math.inf
