@@ -10,6 +10,7 @@ import pytest
 from neuralode_tf.fields.transevolve import AUTO_FACTORED_MAX_TOKENS
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "transevolve_cpu.json"
+PADDINGS = ("none", "right", "left")  # the exactness table's columns, per dtype
 
 pytestmark = pytest.mark.cpu_only("reads a recorded CPU benchmark")
 
@@ -24,3 +25,41 @@ def test_factored_is_the_faster_exact_path_at_every_measured_cpu_length():
         factored = seconds["fullFF-1 factored"]
         assert factored < seconds["fullFF-1 fused"] and factored < seconds["fullFF-1 fidelity"], row["n"]
     assert max(row["n"] for row in rows) == AUTO_FACTORED_MAX_TOKENS["cpu"]
+
+
+def _recorded(name: str) -> dict:
+    path = RESULTS.parent / f"{name}_cpu.json"
+    if not path.is_file():
+        pytest.skip(f"no recorded {name} benchmark beside this suite")
+    return json.loads(path.read_text())
+
+
+def test_the_readme_quotes_the_recorded_language_model_ratios():
+    """The README's converted/Hugging Face and cached/uncached generation ratios are the recorded runs'."""
+    readme = (RESULTS.parents[2] / "README.md").read_text()
+    speed = {(row["name"], row["masked"]): row["ratio"] for row in _recorded("huggingface")["rows"]}
+    quoted = (
+        f"GPT-2 {speed['gpt2', False]:.2f}x (padded {speed['gpt2', True]:.2f}x), "
+        f"LLaMA {speed['llama', False]:.2f}x (padded {speed['llama', True]:.2f}x)"
+    )
+    assert quoted in " ".join(readme.split())
+    generation = {(row["method"], row["batch"]): row["speedup"] for row in _recorded("generation")["rows"]}
+    assert all(row["same_tokens"] for row in _recorded("generation")["rows"])
+    quoted = (
+        f"Euler {generation['euler', 1]:.1f}x (batch 1) and {generation['euler', 8]:.1f}x (batch 8), "
+        f"RK4 with 2 steps per layer {generation['rk4', 1]:.1f}x and {generation['rk4', 8]:.1f}x"
+    )
+    assert quoted in " ".join(readme.split())
+
+
+def test_the_readme_exactness_table_is_the_recorded_one():
+    """Each family's row of the README's exactness table: max-abs per dtype and padding, as recorded."""
+    readme = (RESULTS.parents[2] / "README.md").read_text()
+    for family, by_dtype in _recorded("huggingface")["exactness"].items():
+        cells = [
+            " / ".join("0" if by_dtype[dtype][pad] == 0 else f"{by_dtype[dtype][pad]:.1e}" for pad in PADDINGS)
+            for dtype in ("float64", "float32")
+        ]
+        assert f"| {cells[0]} | {cells[1]} |" in readme, family
+    assert max(by[dtype][pad] for by in _recorded("huggingface")["exactness"].values() for dtype in ("float64",)
+               for pad in PADDINGS) <= 1e-10  # fmt: skip
