@@ -3,6 +3,9 @@ alternative, from the paired ratios where both were timed against one baseline."
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from benchmarks.side_by_side import markdown, rows
@@ -59,3 +62,14 @@ def test_markdown_has_a_line_per_row_with_units():
     text = markdown(rows(SUITE, None))
     assert text.count("\n") == 2 + 7
     assert "| checkpoint, 64 euler steps (peak memory) | 40.0 MiB | torchdiffeq adjoint | 20.0 MiB | 2.000x |" in text
+
+
+def test_the_readme_table_is_the_recorded_one():
+    """The README's side-by-side table is ``benchmarks.side_by_side`` applied to the recorded results."""
+    root = Path(__file__).resolve().parents[1]
+    results = root / "benchmarks" / "results"
+    if not (results / "suite_cpu.json").is_file():
+        pytest.skip("no recorded suite beside this suite")
+    suite = json.loads((results / "suite_cpu.json").read_text())
+    transevolve = json.loads((results / "transevolve_cpu.json").read_text())
+    assert markdown(rows(suite, transevolve)) in (root / "README.md").read_text()
