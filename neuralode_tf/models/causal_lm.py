@@ -179,6 +179,10 @@ class CausalLM(nn.Module):
         if key_padding_mask is not None:
             raise ValueError("a kv_cache takes no key_padding_mask: decode unpadded sequences")
         self._check_cacheable()
+        return self._cached_features(tokens, kv_cache)
+
+    def _cached_features(self, tokens: Tensor, kv_cache: KVCache) -> Tensor:
+        """:meth:`forward_features` with a cache, once :meth:`_check_cacheable` has passed."""
         x = self.embeddings(tokens, kv_cache.length)
         with kv_cache.extending(tokens.shape[1]):
             x = self.encoder(x, kv_cache=kv_cache)
@@ -237,11 +241,13 @@ class CausalLM(nn.Module):
         for _ in range(max_new_tokens):
             if not cache:
                 logits = self(tokens[:, -self.block_size :])
-            elif not kv_cache.length or kv_cache.length >= self.block_size:
-                kv_cache.clear()
-                logits = self(tokens[:, -self.block_size :], kv_cache=kv_cache)
-            else:
-                logits = self(tokens[:, -1:], kv_cache=kv_cache)
+            else:  # checked once above, not per token
+                if not kv_cache.length or kv_cache.length >= self.block_size:
+                    kv_cache.clear()
+                    new = tokens[:, -self.block_size :]
+                else:
+                    new = tokens[:, -1:]
+                logits = self.forward_head(self._cached_features(new, kv_cache))
             tokens = torch.cat([tokens, _sample(logits[:, -1], temperature, top_k, generator)], dim=1)
         kv_cache.clear()  # the branches keep it bound until the next forward: free its tensors now
         return tokens

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["apply_rotary"]
+__all__ = ["apply_rotary", "rotate"]
 
 
 def apply_rotary(z: Tensor, start: int = 0, *, base: float = 10_000.0) -> Tensor:
@@ -30,5 +30,16 @@ def apply_rotary(z: Tensor, start: int = 0, *, base: float = 10_000.0) -> Tensor
     frequency = base ** (-torch.arange(half, dtype=torch.float64, device=z.device) / half)
     angle = torch.arange(start, start + n, dtype=torch.float64, device=z.device)[:, None] * frequency
     cos, sin = angle.cos().to(z.dtype), angle.sin().to(z.dtype)
-    a, b = z[..., :half], z[..., half:]
-    return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
+    return rotate(z, torch.cat([cos, cos], dim=-1), torch.cat([sin, sin], dim=-1))
+
+
+def rotate(z: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """The rotation of :func:`apply_rotary` from given angles: the first ``r = cos.shape[-1]`` channels of ``z``,
+    halves ``(a, b)``, become ``(a, b) cos + (-b, a) sin`` (``cos``, ``sin``: each angle repeated over both halves,
+    broadcast against ``z``); the other channels pass (partial rotary, as GPT-NeoX's ``rotary_pct``). This is
+    Hugging Face's layout, so their ``(cos, sin)`` apply as they are."""
+    r = cos.shape[-1]
+    rotary, rest = (z, None) if r == z.shape[-1] else (z[..., :r], z[..., r:])
+    first, second = rotary.chunk(2, dim=-1)
+    out = rotary * cos + torch.cat((-second, first), dim=-1) * sin
+    return out if rest is None else torch.cat((out, rest), dim=-1)

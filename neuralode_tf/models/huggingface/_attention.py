@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..._checks import check_padding_mask
+from ...nn.rotary import rotate
 
 __all__ = ["AttentionMasks", "TransformersAttention", "split_heads"]
 
@@ -15,16 +16,6 @@ __all__ = ["AttentionMasks", "TransformersAttention", "split_heads"]
 def split_heads(z: Tensor, head_dim: int) -> Tensor:
     """``(B, n, H * d_h) -> (B, H, n, d_h)``."""
     return z.unflatten(-1, (-1, head_dim)).transpose(-3, -2)
-
-
-def _rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Rotary positions (Su et al. 2021, eq. 34) on the first ``r = cos.shape[-1]`` features of each head, in
-    Hugging Face's half-split layout: ``x_r cos + rot(x_r) sin`` with ``rot(a, b) = (-b, a)``; the rest pass."""
-    r = cos.shape[-1]
-    rotary, rest = (x, None) if r == x.shape[-1] else (x[..., :r], x[..., r:])
-    first, second = rotary.chunk(2, dim=-1)
-    out = rotary * cos + torch.cat((-second, first), dim=-1) * sin
-    return out if rest is None else torch.cat((out, rest), dim=-1)
 
 
 class AttentionMasks:
@@ -139,7 +130,7 @@ class TransformersAttention(nn.Module):
         q, k, v = self.project(self.norm(x))
         if self._rotary is not None:
             cos, sin = self._rotary
-            q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+            q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         return q, k, v
 
     def forward(self, x: Tensor) -> Tensor:
