@@ -20,6 +20,7 @@ field="parallel", num_sets=6)``; data-dependent arguments such as ``vocab_size``
 """
 
 from . import _lm_registry  # noqa: F401  (registers the language models)
+from .aa_resnet import AA_RESNET_DEPTHS, aa_resnet, augmented_convolutions
 from .blocks import decoder_field, transformer_field
 from .causal_lm import CausalLM
 from .decoding import EncoderDecoder
@@ -27,6 +28,7 @@ from .discrete import DiscreteStack
 from .huggingface import from_transformers
 from .node import NODETransformer
 from .registry import ModelConfig, create_model, list_models, model_config, register_model
+from .resnet_ode import ContinuousResNet, continuous_resnet
 from .seq2seq import Seq2Seq
 from .set_blocks import isab_field
 from .set_reference import ReferenceSetTransformer
@@ -46,6 +48,11 @@ __all__ = [
     "ModelConfig",
     "ViT",
     "continuous_from_timm",
+    "aa_resnet",
+    "AA_RESNET_DEPTHS",
+    "augmented_convolutions",
+    "continuous_resnet",
+    "ContinuousResNet",
     "from_transformers",
     "TextClassifier",
     "SignalClassifier",
