@@ -10,6 +10,7 @@ pytest.importorskip("timm")
 
 from neuralode_tf.models import aa_resnet, augmented_convolutions, create_model  # noqa: E402
 from neuralode_tf.nn import AugmentedConv2d, LogitChain  # noqa: E402
+from tests._resnets import SMALL, randomise_norms  # noqa: E402
 
 TABLE_1 = {  # depth: (ResNet, AA-ResNet, EA-AA-ResNet) parameters in millions, as printed
     34: (21.8, 20.7, 20.7),
@@ -17,17 +18,6 @@ TABLE_1 = {  # depth: (ResNet, AA-ResNet, EA-AA-ResNet) parameters in millions, 
     101: (44.5, 45.4, 45.4),
     152: (60.2, 61.6, 61.6),
 }
-SMALL = dict(
-    num_classes=5,
-    image_size=8,
-    layers=(2, 2, 1, 1),
-    channels=(8, 16, 32, 64),
-    small_images=True,
-    num_heads=2,
-    min_key_dim_per_head=2,
-    stages=(1, 2),
-    pooled_stages=(),
-)
 
 
 def count(model: nn.Module) -> int:
@@ -145,18 +135,6 @@ def small_pair(device, alpha: float, beta: float, kernel_size: int = 3) -> tuple
     randomise_norms(aa)
     ea.load_state_dict(aa.state_dict(), strict=False)
     return aa.to(device), ea.to(device)
-
-
-def randomise_norms(model: nn.Module) -> None:
-    """timm zero-initialises each block's last norm (its residual branch starts at 0): make the branches matter."""
-    generator = torch.Generator().manual_seed(1)
-    for module in model.modules():
-        if isinstance(module, nn.BatchNorm2d):
-            with torch.no_grad():
-                module.weight.uniform_(0.3, 1.0, generator=generator)
-                module.bias.normal_(0, 0.1, generator=generator)
-                module.running_mean.normal_(0, 0.1, generator=generator)
-                module.running_var.uniform_(0.5, 2.0, generator=generator)
 
 
 def test_alpha_beta_zero_is_the_aa_resnet(device):

@@ -25,6 +25,8 @@ from neuralode_tf.models import (
     TransEvolveClassifier,
     TransEvolveSeq2Seq,
     ViT,
+    aa_resnet,
+    continuous_resnet,
     create_model,
     list_models,
     model_config,
@@ -70,6 +72,10 @@ def _small_model_and_inputs(name: str, device: torch.device) -> tuple[nn.Module,
         vocab = {"src_vocab_size" if builder is Seq2Seq else "vocab_size": VOCAB}
         model = create_model(name, **vocab, **overrides)
         inputs = (tokens, tokens[:, : LENGTH - 1])
+    elif builder is aa_resnet:
+        side = 32 if kwargs.get("image_size", 224) == 224 else kwargs["image_size"]  # ImageNet's at 32 pixels
+        model = create_model(name, image_size=side, **overrides)
+        inputs = (torch.rand(BATCH, kwargs.get("in_chans", 3), side, side),)
     else:
         raise AssertionError(f"no inputs for {builder.__name__}: add them here")
     return model.to(device), tuple(x.to(device) for x in inputs)
@@ -109,7 +115,8 @@ def test_every_registered_model_keeps_its_default_method(name):
     """The default method goes by the kind of field: a ParallelField has parts, yet its models keep ``euler``."""
     model, _ = _small_model_and_inputs(name, torch.device("cpu"))
     methods = {m.solve_options["method"] for m in model.modules() if isinstance(m, ContinuousDepth)}
-    expected = set() if name in ("ot_imdb_baseline", "ot_modelnet40_baseline") else {"lie_trotter"}
+    discrete = ("ot_imdb_baseline", "ot_modelnet40_baseline", *list_models("*aa_resnet*"))  # no ODE: timm's ResNets
+    expected = set() if name in discrete else {"lie_trotter"}
     assert methods == ({"euler"} if name in _EULER else expected)
 
 
@@ -120,7 +127,7 @@ def test_registry_lookup_and_errors():
     assert config.builder is ViT and config.doc and config.kwargs["patch_size"] == 2
     config.kwargs["patch_size"] = 4  # a copy: the registered configuration does not change
     assert model_config("deit_tiny_digits").kwargs["patch_size"] == 2
-    with pytest.raises(ValueError, match="unknown model 'vit_huge'; valid: 'deit_tiny', 'deit_tiny_cifar100'"):
+    with pytest.raises(ValueError, match="unknown model 'vit_huge'; valid: 'aa_resnet101', 'aa_resnet152'"):
         create_model("vit_huge")
     with pytest.raises(ValueError, match="a model named 'deit_tiny' is already registered"):
         register_model("deit_tiny", ViT, "again")
@@ -227,6 +234,20 @@ _LM_MODELS = {  # (preset, variant) -> the explicit CausalLM settings besides vo
 }  # fmt: skip
 
 
+_RESNET_DIGITS = dict(
+    depth=18, layers=(2, 2, 2, 2), channels=(16, 32, 64, 128), small_images=True, num_heads=4, min_key_dim_per_head=4,
+    stages=(1, 2, 3), pooled_stages=(),
+)
+_IMAGENET = _data("image", 1000, torch.zeros(1, 3, 224, 224))
+_TABLE_1 = {34: (20_695_168, 20_709_184), 50: (25_782_256, 25_788_680), 101: (45_365_848, 45_382_200),
+            152: (61_566_848, 61_593_128)}  # (AA-ResNet, EA-AA-ResNet) parameters: Wang et al.'s Table 1 at 0.1M
+
+
+def _resnet(d: Splits, **o: Any) -> nn.Module:
+    channels, height, width = d.train.x.shape[1:]
+    return continuous_resnet(aa_resnet(image_size=(height, width), in_chans=channels, num_classes=d.num_classes, **o))
+
+
 def _lm_preset(preset: str, default: str) -> Callable[..., nn.Module]:
     def build(d: Splits, variant: str = default, **o: Any) -> nn.Module:
         sizes = dict(vocab_size=d.train.vocab_size, block_size=d.train.block_size)
@@ -296,6 +317,16 @@ _PRESET_MODELS: dict[str, tuple[Splits, Callable[..., nn.Module], int]] = {
     "ot_gpt2_owt": (_windows(50304, 1024), _lm_preset("ot_gpt2_owt", "ot"), 124_373_760),
     "lm_tweets_char": (_windows(120, 64), _lm_preset("lm_tweets_char", "baseline"), 350_112),
     "zhong_lm_tweets_char": (_windows(120, 64), _lm_preset("zhong_lm_tweets_char", "parallel"), 350_112),
+    "ea_digits_resnet": (_DIGITS, lambda d, **o: _resnet(d, **{**_RESNET_DIGITS, "evolving": True, **o}), 699_054),
+    **{
+        f"{'ea_' if evolving else ''}aa_resnet{depth}_imagenet": (
+            _IMAGENET,
+            lambda d, depth=depth, evolving=evolving, **o: _resnet(d, **{"depth": depth, "evolving": evolving, **o}),
+            count,
+        )
+        for depth, counts in _TABLE_1.items()
+        for evolving, count in zip((False, True), counts)
+    },
 }
 """The preset models as ``neuralode_tf.train.presets`` built them by constructor before the registry; the counts
 are those models' on the placeholders (the real datasets' vocabularies and classes)."""
@@ -319,9 +350,13 @@ def _assert_same_model(built: nn.Module, expected: nn.Module) -> None:
         assert _settings(module) == _settings(other), name
 
 
+_FROM_CHECKPOINTS = {"ea_bert_tweets"}
+"""Presets whose model is read from a saved checkpoint folder (``model.checkpoint``): tests/test_ea_bert_preset.py."""
+
+
 @pytest.mark.cpu_only("the presets' names, no tensors")
 def test_every_preset_is_listed_here():
-    assert set(_PRESET_MODELS) == set(PRESETS)
+    assert set(_PRESET_MODELS) | _FROM_CHECKPOINTS == set(PRESETS)
 
 
 @pytest.mark.cpu_only("builds each preset's model and variants twice, on placeholders of the datasets' shapes")

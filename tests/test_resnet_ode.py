@@ -10,30 +10,7 @@ from torch import nn
 pytest.importorskip("timm")
 
 from neuralode_tf.models import aa_resnet, augmented_convolutions, continuous_resnet  # noqa: E402
-
-SMALL = dict(
-    num_classes=5,
-    image_size=8,
-    layers=(2, 3, 2, 1),
-    channels=(8, 16, 32, 64),
-    small_images=True,
-    num_heads=2,
-    min_key_dim_per_head=2,
-    stages=(1, 2),
-)
-
-
-def randomise_norms(model: nn.Module) -> nn.Module:
-    """timm zero-initialises each block's last norm, so its residual branches start at 0: make them matter."""
-    generator = torch.Generator().manual_seed(1)
-    for module in model.modules():
-        if isinstance(module, nn.BatchNorm2d):
-            with torch.no_grad():
-                module.weight.uniform_(0.3, 1.0, generator=generator)
-                module.bias.normal_(0, 0.1, generator=generator)
-                module.running_mean.normal_(0, 0.1, generator=generator)
-                module.running_var.uniform_(0.5, 2.0, generator=generator)
-    return model
+from tests._resnets import SMALL, randomise_norms  # noqa: E402
 
 
 def build(kind: str, device) -> nn.Module:
@@ -46,7 +23,7 @@ def build(kind: str, device) -> nn.Module:
         model = aa_resnet(50, evolving=True, **{**SMALL, "layers": (1, 2, 3, 1), "channels": (4, 8, 16, 32)})
     else:
         # stage 1's maps are pooled to 4x4, so its chain goes on into stage 2 (4x4): logits cross a stage boundary
-        model = aa_resnet(34, evolving=kind == "ea", pooled_stages=(1,), **SMALL)
+        model = aa_resnet(34, evolving=kind == "ea", **{**SMALL, "layers": (2, 3, 2, 1), "pooled_stages": (1,)})
     return randomise_norms(model).double().eval().to(device)
 
 

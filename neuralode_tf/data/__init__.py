@@ -12,6 +12,8 @@ Stand-ins, available offline and seeded (``load(name, seed=...)``):
 * ``shapes3d``: point clouds sampled uniformly by area on 8 parametric primitives, with random
   proportions, rotation, scale, noise and number of points.
 * ``copy``, ``reverse``, ``sort``, ``addition``: seq2seq toy tasks with ``<bos>``/``<eos>``/``<pad>``.
+* ``tweets_bytes``: the same tweets, labels and split as ``tweets``, as latin-1 byte sequences for a model that
+  tokenises text itself (a pretrained checkpoint's tokenizer); :func:`decode_bytes` gives back the texts.
 * ``tweets_char``: the tweets joined with newlines as a character-level language-modelling corpus (3,996,191
   characters, split contiguously 90/10).
 
@@ -19,6 +21,8 @@ Loaders of the papers' datasets, for users who have the files (``load(name, root
 
 * ``mnist``: MNIST IDX files (also gzipped, also Fashion-MNIST).
 * ``cifar100``: the CIFAR-100 python pickles ``cifar-100-python/{train,test}``.
+* ``imagenet``: ImageNet's class folders ``{train,val}/<wnid>/*.JPEG``, decoded lazily with the standard ResNet
+  transforms (torchvision's ``ImageFolder``).
 * ``imdb``: the IMDb reviews ``aclImdb/{train,test}/{pos,neg}/*.txt`` (Maas et al. 2011).
 * ``modelnet40``: ModelNet40 meshes ``ModelNet40/<class>/{train,test}/*.off``, sampled into point clouds.
 * ``modelnet40_h5``: the ModelNet40 point clouds ``ModelNet40_cloud.h5`` of the Set Transformer code.
@@ -34,9 +38,11 @@ Sequences are padded with a mask that is True at padding. Missing files raise
 
 from .corpus import GPT2_VOCAB_SIZE, load_openwebtext, load_shakespeare_char, tweets_char, tweets_text
 from .errors import DataError, DatasetFormatError, DatasetNotFoundError
+from .imagenet import load_imagenet
 from .images import digits, load_catsdogs, load_cifar100, load_mnist, mnist1d
 from .listops import listops
 from .modelnet import load_modelnet40, load_modelnet40_h5
+from .pretrained_text import decode_bytes, tweets_bytes
 from .registry import DATASETS, STAND_INS, load
 from .seq2seq import BOS, EOS, seq2seq
 from .shapes3d import shapes3d
@@ -62,6 +68,8 @@ __all__ = [
     "digits",
     "mnist1d",
     "tweets",
+    "tweets_bytes",
+    "decode_bytes",
     "tweets_char",
     "tweets_text",
     "listops",
@@ -70,6 +78,7 @@ __all__ = [
     "load_mnist",
     "load_cifar100",
     "load_catsdogs",
+    "load_imagenet",
     "load_imdb",
     "load_modelnet40",
     "load_modelnet40_h5",

@@ -7,9 +7,11 @@ from functools import partial
 from typing import Any
 
 from .corpus import load_openwebtext, load_shakespeare_char, tweets_char
+from .imagenet import load_imagenet
 from .images import digits, load_catsdogs, load_cifar100, load_mnist, mnist1d
 from .listops import listops
 from .modelnet import load_modelnet40, load_modelnet40_h5
+from .pretrained_text import tweets_bytes
 from .seq2seq import TASKS, seq2seq
 from .shapes3d import shapes3d
 from .splits import Splits
@@ -21,6 +23,7 @@ STAND_INS: dict[str, Callable[..., Splits]] = {
     "digits": digits,
     "mnist1d": mnist1d,
     "tweets": tweets,
+    "tweets_bytes": tweets_bytes,
     "tweets_char": tweets_char,
     "listops": listops,
     "shapes3d": shapes3d,
@@ -33,6 +36,7 @@ DATASETS: dict[str, Callable[..., Splits]] = {
     "mnist": load_mnist,
     "cifar100": load_cifar100,
     "catsdogs": load_catsdogs,
+    "imagenet": load_imagenet,
     "imdb": load_imdb,
     "shakespeare_char": load_shakespeare_char,
     "openwebtext": load_openwebtext,

@@ -56,10 +56,10 @@ class ContinuousResNet(nn.Module):
         self.resnet = resnet
         self.tails = tails
 
-    def forward_features(self, x: Tensor) -> Tensor:
+    def forward_features(self, images: Tensor) -> Tensor:
         """timm's stem (``conv1``, ``bn1``, ``act1``, ``maxpool``), then each stage's first block and its ODE."""
         r = self.resnet
-        x = r.maxpool(r.act1(r.bn1(r.conv1(x))))
+        x = r.maxpool(r.act1(r.bn1(r.conv1(images))))
         for stage, tail in enumerate(self.tails, start=1):
             x = tail(getattr(r, f"layer{stage}")[0](x))
         return x
@@ -68,8 +68,8 @@ class ContinuousResNet(nn.Module):
         """timm's head (global pooling, dropout, ``fc``)."""
         return self.resnet.forward_head(x, pre_logits=pre_logits)
 
-    def forward(self, x: Tensor) -> Tensor:
-        return self.forward_head(self.forward_features(x))
+    def forward(self, images: Tensor) -> Tensor:
+        return self.forward_head(self.forward_features(images))
 
 
 def continuous_resnet(resnet: nn.Module, **solve_options: Any) -> ContinuousResNet:

@@ -9,7 +9,52 @@ from torch import Tensor, nn
 from .._checks import check_padding_mask
 from .attention import _AttentionParameters
 
-__all__ = ["EvolvingAttentionBranch"]
+__all__ = ["EvolvingAttentionBranch", "evolve_logits"]
+
+
+def evolve_logits(
+    prev: Tensor,
+    scores: Tensor,
+    conv: nn.Conv2d,
+    *,
+    alpha: float,
+    beta: float,
+    hidden: Tensor | None = None,
+    padding: tuple[int, int, int, int] | None = None,
+    kernel_mask: Tensor | None = None,
+) -> Tensor:
+    """The evolved attention logits of Wang et al. (2021), eq. 4, from the previous block's ``prev`` and this
+    block's ``scores``:
+
+    .. math::
+
+        A^i_{\\mathrm{input}} = \\alpha\\, A^{i-1} + (1 - \\alpha)\\, S^i, \\qquad
+        A^i = \\beta\\, \\mathrm{ReLU}\\big(\\mathrm{Conv}(Z)\\big) + (1 - \\beta)\\, A^i_{\\mathrm{input}},
+
+    where ``Z`` is ``A^i_input`` with the entries ``hidden`` set to 0, so that nothing stored there reaches another
+    entry through the kernel, and ``Conv`` is ``conv``, an ``H → H`` ``k × k`` convolution over the heads' maps
+    ``(*batch, H, n, m)``, applied to ``Z`` padded with zeros by ``padding`` (``(left, right, top, bottom)`` of the
+    (query, key) map; default the centred "same" padding ``(k - 1) / 2`` on each side) with its weight multiplied
+    by ``kernel_mask`` (default: none). :class:`EvolvingAttentionBranch` zeroes its masked entries of ``prev`` and
+    ``scores`` before the call (so they are 0 in the skip term too) and gives the padding and kernel mask of its
+    variant; :class:`~neuralode_tf.models.huggingface.EvolvingTransformersAttention` hides padded rows and columns
+    from the convolution only, so that with ``α = β = 0`` every row is the Hugging Face model's.
+    """
+    mixed = alpha * prev + (1.0 - alpha) * scores
+    zeroed = mixed if hidden is None else mixed.masked_fill(hidden, 0.0)
+    return beta * F.relu(_convolve(zeroed, conv, padding, kernel_mask)) + (1.0 - beta) * mixed
+
+
+def _convolve(
+    z: Tensor, conv: nn.Conv2d, padding: tuple[int, int, int, int] | None, kernel_mask: Tensor | None
+) -> Tensor:
+    """The head-mixing convolution of ``(*batch, H, n, m)`` maps, zero-padded by ``padding``, kernel masked."""
+    if padding is None:
+        r = (conv.kernel_size[0] - 1) // 2
+        padding = (r, r, r, r)
+    flat = F.pad(z.reshape(-1, *z.shape[-3:]), padding)
+    weight = conv.weight if kernel_mask is None else conv.weight * kernel_mask
+    return F.conv2d(flat, weight, conv.bias).reshape(z.shape)
 
 
 class EvolvingAttentionBranch(_AttentionParameters):
@@ -176,10 +221,18 @@ class EvolvingAttentionBranch(_AttentionParameters):
         )
         q, k, v = self._project(x, context)
         blocked, dead = self._masks(key_padding_mask, query_padding_mask, q.shape[-2], k.shape[-2], x.device)
-        mixed = self.alpha * prev_logits + (1.0 - self.alpha) * self._scores(q, k)
-        if dead is not None:
-            mixed = mixed.masked_fill(dead, 0.0)
-        logits = self.beta * F.relu(self._convolve(mixed)) + (1.0 - self.beta) * mixed
+        current = self._scores(q, k)
+        if dead is not None:  # read as 0, in the convolution and the skip term alike
+            prev_logits, current = prev_logits.masked_fill(dead, 0.0), current.masked_fill(dead, 0.0)
+        logits = evolve_logits(
+            prev_logits,
+            current,
+            self.conv,
+            alpha=self.alpha,
+            beta=self.beta,
+            padding=self._padding,
+            kernel_mask=self.kernel_mask,
+        )
         scores = logits if blocked is None else logits.masked_fill(blocked & ~blocked.all(-1, keepdim=True), -torch.inf)
         out = self.proj((scores.softmax(-1) @ v).transpose(-3, -2).flatten(-2))
         if query_padding_mask is not None:
@@ -243,11 +296,6 @@ class EvolvingAttentionBranch(_AttentionParameters):
             return blocked, blocked
         rows = query_padding_mask[..., None, :, None]
         return blocked, rows if blocked is None else blocked | rows
-
-    def _convolve(self, z: Tensor) -> Tensor:
-        """The head-mixing convolution of ``(*batch, H, n, m)`` maps with the padding and kernel mask of the variant."""
-        flat = F.pad(z.reshape(-1, *z.shape[-3:]), self._padding)
-        return F.conv2d(flat, self.conv.weight * self.kernel_mask, self.conv.bias).reshape(z.shape)
 
     def extra_repr(self) -> str:
         return f"alpha={self.alpha}, beta={self.beta}, kernel_size={self.kernel_size}, causal={self.causal}"

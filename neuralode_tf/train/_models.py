@@ -9,9 +9,9 @@ from typing import Any
 from torch import nn
 
 from ..data import Splits, TensorSplit
-from ..models import create_model
+from ..models import continuous_resnet, create_model
 
-__all__ = ["registered", "classes", "images", "tokens", "pairs"]
+__all__ = ["registered", "resnet", "classes", "images", "tokens", "pairs", "AA_RESNET_ABLATIONS"]
 
 Shape = Callable[[Splits], dict[str, Any]]
 """The keyword arguments a model takes from the dataset (its number of classes, image shape, vocabulary)."""
@@ -25,6 +25,33 @@ def registered(name: str, shape: Shape) -> Callable[..., nn.Module]:
 
 def _build(name: str, shape: Shape, data: Splits, **overrides: Any) -> nn.Module:
     return create_model(name, **{**shape(data), **overrides})
+
+
+def resnet(name: str) -> Callable[..., nn.Module]:
+    """A preset's builder of the registered :func:`~neuralode_tf.models.aa_resnet` model ``name`` for the data's
+    image size, channels and classes, then the ``overrides``, read by :func:`~neuralode_tf.models.continuous_resnet`
+    (its default, one Lie-Trotter Euler step per block, is the discrete network; it takes ``images=`` like the
+    library's models)."""
+    return partial(_build_resnet, name)
+
+
+def _build_resnet(name: str, data: Splits, **overrides: Any) -> nn.Module:
+    shape = images(data)
+    size = {"image_size": shape["img_size"], "in_chans": shape["in_chans"], "num_classes": shape["num_classes"]}
+    return continuous_resnet(create_model(name, **{**size, **overrides}))
+
+
+AA_RESNET_ABLATIONS: dict[str, dict[str, Any]] = {
+    "aa": dict(evolving=False),
+    "ea": dict(evolving=True),
+    "no_convolution": dict(evolving=True, beta=0.0),
+    "no_skip": dict(evolving=True, alpha=0.0),
+    "kernel_1x1": dict(evolving=True, kernel_size=1),
+    "kernel_5x5": dict(evolving=True, kernel_size=5),
+}
+"""Wang et al.'s Table 2 as model overrides of an :func:`~neuralode_tf.models.aa_resnet`: AA-ResNet (``aa``),
+EA-AA-ResNet (``ea``, the registered ``α = 0.5, β = 1``, 3x3) and its ablations ``no_convolution`` (``β = 0``),
+``no_skip`` (``α = 0``), ``kernel_1x1`` and ``kernel_5x5``."""
 
 
 def classes(data: Splits) -> dict[str, Any]:

@@ -23,6 +23,9 @@ class ConfigError(ValueError):
     """A setting is unknown or has the wrong type; raised before a run writes anything."""
 
 
+_OPTIMIZERS = ("adamw", "sgd")
+
+
 class _FromPreset:
     """The default of every :class:`TrainConfig` field but ``preset``: the preset's own value."""
 
@@ -56,9 +59,17 @@ class TrainConfig:
         batch_size: Global batch size, split across processes under torchrun (64).
         lr, weight_decay, warmup_steps: AdamW (Adam when ``weight_decay=0``) with linear warm-up, then cosine
             decay (``1e-3``, 0, 0).
+        optimizer: ``"adamw"`` (decoupled weight decay) or ``"sgd"``: SGD with ``momentum`` and the weight decay added
+            to the gradient (L2), as in the ImageNet training of Wang et al. (2021, §4.1: "SGD with momentum 0.9 ...
+            weight decay is 1e-4") (``"adamw"``).
+        momentum: The momentum of ``"sgd"``, in ``[0, 1)``; AdamW does not read it (0.9).
+        warmup_epochs: A linear warm-up over this many epochs instead of ``warmup_steps`` (at most one of them is
+            non-zero): Wang et al.'s "for the first 5 epochs, the learning rate is scaled linearly from 0 to
+            0.128" is ``warmup_epochs=5`` with ``lr=0.128`` (0).
         lr_decay_epochs: Instead of the cosine decay, divide the learning rate by 10 once each of these numbers
             of epochs is done: the step schedules of Kan et al. (2025, Appendix B), e.g. ``[35, 40]`` for MNIST
-            ("5e-4 for the first 35 epochs, then 5e-5 until the 41st epoch, ... then 5e-6") (``[]``).
+            ("5e-4 for the first 35 epochs, then 5e-5 until the 41st epoch, ... then 5e-6"), or after a warm-up
+            Wang et al.'s (2021, §4.1) ``[30, 60, 80, 90]`` ("divided by 10 at epoch 30, 60, 80 and 90") (``[]``).
         grad_clip: Gradient-norm clipping; 0 disables it, as in the OT presets, since Sinkformers' code does not
             clip (1).
         grad_accumulation: Micro-batches per step: each process cuts its share of the batch into this many and
@@ -89,6 +100,9 @@ class TrainConfig:
     lr: float = _setting(1e-3)
     weight_decay: float = _setting(0.0)
     warmup_steps: int = _setting(0)
+    optimizer: str = _setting("adamw")
+    momentum: float = _setting(0.9)
+    warmup_epochs: int = _setting(0)
     lr_decay_epochs: list[int] = _setting([])
     grad_clip: float = _setting(1.0)
     grad_accumulation: int = _setting(1)
@@ -119,6 +133,15 @@ class TrainConfig:
             raise ConfigError(f"setting lr_decay_epochs={self.lr_decay_epochs!r} must list epochs >= 1")
         if self.grad_accumulation < 1:
             raise ConfigError(f"setting grad_accumulation={self.grad_accumulation!r} must be >= 1")
+        if self.optimizer not in _OPTIMIZERS:
+            raise ConfigError(f"setting optimizer={self.optimizer!r} must be one of {', '.join(_OPTIMIZERS)}")
+        if not 0 <= self.momentum < 1:
+            raise ConfigError(f"setting momentum={self.momentum!r} must lie in [0, 1)")
+        if self.warmup_epochs < 0 or (self.warmup_epochs and self.warmup_steps):
+            raise ConfigError(
+                f"setting warmup_epochs={self.warmup_epochs!r} must be >= 0, and 0 when warmup_steps is given "
+                f"(warmup_steps={self.warmup_steps!r}): set one of them"
+            )
 
 
 def base_settings(preset: str) -> dict[str, Any]:

@@ -25,6 +25,15 @@ from neuralode_tf.nn import AttentionBranch, EvolvingAttentionBranch
 from neuralode_tf.train import EA_VARIANTS, PRESETS
 
 from ._evolving_costs import non_embedding_parameters, table5_models
+from ._evolving_resnet import (  # noqa: F401  (Table 1's counts, named by the ledger's compute keys)
+    aa_flops,
+    aa_parameters,
+    ea_aa_flops,
+    ea_aa_parameters,
+    ea_extra_flops,
+    resnet_flops,
+    resnet_parameters,
+)
 from ._ot_transformer import placeholder
 
 LENGTH = 30  # HAT's pseudo sample: 30 source and 30 target tokens (§4.3)

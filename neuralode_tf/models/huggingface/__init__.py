@@ -58,12 +58,21 @@ As everywhere in the library, ``steps`` counts the steps over the whole interval
 ``from_transformers(model, method="rk4", steps=4)`` takes four rk4 steps over all ``L`` blocks, and
 ``steps=4 * L`` is the same as ``step_size=0.25``. ``transformers`` is an optional dependency (the ``hf`` extra);
 this package never imports it.
+
+**Evolving attention** (EA-BERT, Wang et al. 2021, §4.2): ``from_transformers(bert, evolving=dict(alpha=0.1,
+beta=0.1, kernel_size=3))`` adds a convolution between consecutive blocks' attention logits to a BERT or RoBERTa
+encoder (:class:`EvolvingTransformersAttention`; the first block stays the checkpoint's), trained with the shared
+Hugging Face parameters. The blocks then form an augmented field on tokens and logits ``(x, A)``
+(:class:`EvolvingTransformersStack`, ``dA/dt = L(A, x) - A``), whose default solve is the discrete EA model and
+which other methods and adjoints integrate; with ``alpha = beta = 0`` it is the Hugging Face model exactly
+(``tests/test_ea_bert.py``).
 """
 
 from ._attention import AttentionMasks, TransformersAttention
 from ._model import ContinuousTransformersModel, Family
 from .bert import PostNorm
 from .convert import FAMILIES, TASKS, from_transformers
+from .evolving import EvolvingTransformersAttention, EvolvingTransformersStack
 
 __all__ = [
     "from_transformers",
@@ -74,6 +83,8 @@ __all__ = [
     "TransformersAttention",
     "AttentionMasks",
     "PostNorm",
+    "EvolvingTransformersAttention",
+    "EvolvingTransformersStack",
 ]
 
 

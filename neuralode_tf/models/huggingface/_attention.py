@@ -133,10 +133,25 @@ class TransformersAttention(nn.Module):
             q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         return q, k, v
 
-    def forward(self, x: Tensor) -> Tensor:
+    @property
+    def key_padding_mask(self) -> Tensor | None:
+        """The bound padding mask, bool ``(B, n)``, True at padding (``None``: no padding bound)."""
+        return self._key_padding_mask
+
+    def attention_mask(self, x: Tensor) -> Tensor | None:
+        """The bool mask ``(B or 1, 1, n, n)`` of the tokens ``x``, True where query ``i`` may attend to key ``j``
+        (the complement of ``M``'s ``-inf`` entries, a query that may see no key seeing all), from the bound
+        padding; ``None`` where there is no mask or ``is_causal`` says it all.
+
+        Raises:
+            ValueError: the bound padding mask does not fit ``x``.
+        """
         check_padding_mask(self._key_padding_mask, "key_padding_mask", x.shape[:-1], "x", bound=True)
+        return self.masks.get(self._key_padding_mask, x.shape[-2], x.device, self.causal, self.window)
+
+    def forward(self, x: Tensor) -> Tensor:
+        mask = self.attention_mask(x)
         q, k, v = self.qkv(x)
-        mask = self.masks.get(self._key_padding_mask, x.shape[-2], x.device, self.causal, self.window)
         gqa = {"enable_gqa": True} if self.num_kv_heads != self.num_heads else {}
         out = F.scaled_dot_product_attention(
             q,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from torch import nn
@@ -9,6 +10,7 @@ from torch import nn
 from ..stack import stack_encoder
 from ._model import ContinuousTransformersModel, Family
 from .bert import Bert, Roberta
+from .evolving import evolving_encoder
 from .gpt2 import GPT2
 from .gpt_neox import GPTNeoX
 from .llama import Llama
@@ -27,7 +29,9 @@ TASKS = {
 """Class-name suffix of a Hugging Face model with a head -> the task whose output the converted model returns."""
 
 
-def from_transformers(hf_model: nn.Module, **solve_options: Any) -> ContinuousTransformersModel:
+def from_transformers(
+    hf_model: nn.Module, *, evolving: Mapping[str, Any] | None = None, **solve_options: Any
+) -> ContinuousTransformersModel:
     """A Hugging Face transformers model read exactly as a continuous-depth ODE (see
     :mod:`neuralode_tf.models.huggingface` for the reading of each family).
 
@@ -47,6 +51,15 @@ def from_transformers(hf_model: nn.Module, **solve_options: Any) -> ContinuousTr
             with a head of :data:`TASKS` (returns ``logits``). The converted model starts in its training mode;
             use ``eval()`` (or zero dropout) for solves with several evaluations per step: dropout inside the
             blocks stays.
+        evolving: Add evolving attention (Wang et al. 2021, §4.2: EA-BERT) to a BERT or RoBERTa encoder, e.g.
+            ``evolving=dict(alpha=0.1, beta=0.1, kernel_size=3)``: ``alpha`` weighs the previous block's attention
+            logits and ``beta`` the ``kernel_size × kernel_size`` convolution between consecutive blocks' logits
+            (eq. 4; ``kernel_size`` defaults to 3). The ``L - 1`` new convolutions (the first block has no previous
+            map and stays the checkpoint's) are the converted model's only parameters that the Hugging Face model
+            lacks, initialised from torch's random state on the model's device and dtype (convert after moving
+            it); with ``alpha = beta = 0`` the output is the Hugging Face model's. The ODE state is then
+            ``(x, A)``, tokens and carried logits (:mod:`neuralode_tf.models.huggingface.evolving`); the default
+            solve is the discrete EA model.
         **solve_options: Settings of :func:`~neuralode_tf.models.stack_encoder`: ``method``, ``steps`` /
             ``step_size`` (over ``[0, L]``: ``steps=4 * L`` is four per block), ``adjoint``, ``backend``,
             ``rtol``, ``atol``, ..., and ``t1``, ``transport_cost``.
@@ -54,7 +67,10 @@ def from_transformers(hf_model: nn.Module, **solve_options: Any) -> ContinuousTr
     Raises:
         TypeError: ``hf_model`` is no Hugging Face model, its base model is of no family in :data:`FAMILIES`, its
             head is of no task in :data:`TASKS` its family has, or a block has what the reading does not cover
-            (cross-attention, relative positions); the message names the class.
+            (cross-attention, relative positions); the message names the class. With ``evolving``: a model that
+            is no BERT or RoBERTa encoder, or settings that are no mapping of ``alpha``, ``beta``, ``kernel_size``.
+        ValueError: ``evolving`` values out of range (``alpha``, ``beta`` in ``[0, 1]``, an odd ``kernel_size``),
+            or a ``transport_cost`` with them.
     """
     if not any(cls.__module__.startswith("transformers.") for cls in type(hf_model).__mro__):
         raise TypeError(f"from_transformers reads Hugging Face transformers models, not {type(hf_model).__name__}")
@@ -68,7 +84,10 @@ def from_transformers(hf_model: nn.Module, **solve_options: Any) -> ContinuousTr
         )
     task = "base" if base is hf_model else _task(hf_model, family)
     field, sets = family.blocks(base)
-    encoder = stack_encoder(field, len(sets), sets, **solve_options)
+    if evolving is None:
+        encoder = stack_encoder(field, len(sets), sets, **solve_options)
+    else:
+        encoder = evolving_encoder(family, base, sets, evolving, **solve_options)
     converted = ContinuousTransformersModel(hf_model, encoder, family, task)
     return converted.train(hf_model.training)  # the new modules (attention) in the model's mode
 
