@@ -6,6 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .evolving import evolve_logits
+
 __all__ = ["AugmentedConv2d", "LogitChain"]
 
 
@@ -125,8 +127,8 @@ class AugmentedConv2d(nn.Module):
         self.starts_chain = starts_chain
         self.evolution: nn.Conv2d | None = None
         if evolving is not None and has_evolution:
-            alpha, beta, kernel_size = evolving
-            self.evolution = nn.Conv2d(num_heads, num_heads, kernel_size, padding=kernel_size // 2)
+            kernel_size = evolving[2]
+            self.evolution = nn.Conv2d(num_heads, num_heads, kernel_size)
 
     @property
     def out_channels(self) -> int:
@@ -165,7 +167,8 @@ class AugmentedConv2d(nn.Module):
         else:
             logits = q @ k.transpose(-2, -1) + relative
             if self.evolution is not None and previous is not None and previous.shape == logits.shape:
-                logits = self._evolve(logits, previous)
+                alpha, beta, _ = self.evolving
+                logits = evolve_logits(previous, logits, self.evolution, alpha=alpha, beta=beta)
             attended = logits.softmax(-1) @ v
         attended = attended.transpose(-2, -1).reshape(x.shape[0], self.value_dim, *self.size)
         attended = self.out(attended)
@@ -185,11 +188,6 @@ class AugmentedConv2d(nn.Module):
         by_width = (grid @ self.rel_width.T)[..., query_row, query_col, cols - query_col + width - 1]
         # by_width[b, n, i_h, i_w, j_w], by_height[b, n, i_h, i_w, j_h] -> [b, n, (i_h, i_w), (j_h, j_w)]
         return (by_height[..., :, None] + by_width[..., None, :]).flatten(-4, -3).flatten(-2)
-
-    def _evolve(self, logits: Tensor, previous: Tensor) -> Tensor:
-        alpha, beta, _ = self.evolving  # type: ignore[misc]
-        mixed = alpha * previous + (1.0 - alpha) * logits
-        return beta * F.relu(self.evolution(mixed)) + (1.0 - beta) * mixed  # type: ignore[misc]
 
     def extra_repr(self) -> str:
         return (
