@@ -11,8 +11,9 @@ import torch
 
 from neuralode_tf.continuous import regularization
 from neuralode_tf.train import PRESETS, ConfigError, TrainConfig, load_checkpoint, train
+from neuralode_tf.train._optim import optimizer_for, schedule_for
 from neuralode_tf.train.cli import main
-from neuralode_tf.train.loop import _optimizer, _permutation, _schedule
+from neuralode_tf.train.loop import _permutation
 from neuralode_tf.train.tasks import build_task
 
 pytestmark = pytest.mark.cpu_only("short training runs and schedules on the CPU")
@@ -24,7 +25,7 @@ def test_the_imagenet_schedule_is_the_papers():
     batches of 256)."""
     steps = 1_281_167 // 256
     config = TrainConfig("ea_aa_resnet34_imagenet")
-    factor = _schedule(config, steps, 100 * steps)
+    factor = schedule_for(config, steps, 100 * steps)
     warmup = 5 * steps
     for k in (0, 1, 2501, warmup - 1):
         assert factor(k) == (k + 1) / warmup
@@ -44,7 +45,7 @@ def test_warmup_epochs_count_the_epochs_steps_and_keep_the_cosine_decay():
     for decays in ([], [3]):
         epochs = TrainConfig("vit_digits", warmup_steps=0, warmup_epochs=2, epochs=4, lr_decay_epochs=decays)
         steps = TrainConfig("vit_digits", warmup_steps=14, epochs=4, lr_decay_epochs=decays)
-        by_epochs, by_steps = _schedule(epochs, 7, 28), _schedule(steps, 7, 28)
+        by_epochs, by_steps = schedule_for(epochs, 7, 28), schedule_for(steps, 7, 28)
         assert [by_epochs(k) for k in range(30)] == [by_steps(k) for k in range(30)]
 
 
@@ -114,10 +115,10 @@ def test_the_other_presets_keep_adamw_and_their_schedules():
         if name.endswith("_imagenet"):
             continue
         assert (config.optimizer, config.warmup_epochs) == ("adamw", 0), name
-        optimizer = _optimizer(config, torch.nn.Linear(2, 2))
+        optimizer = optimizer_for(config, torch.nn.Linear(2, 2))
         assert type(optimizer) is torch.optim.AdamW and optimizer.defaults["lr"] == config.lr
         assert optimizer.defaults["weight_decay"] == config.weight_decay
-        factor, total, warmup = _schedule(config, 10, 100), 100, config.warmup_steps
+        factor, total, warmup = schedule_for(config, 10, 100), 100, config.warmup_steps
         milestones = [10 * epoch for epoch in config.lr_decay_epochs]
         for k in (0, warmup // 2, warmup, 37, 99):
             if k < warmup:

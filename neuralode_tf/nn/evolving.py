@@ -45,15 +45,11 @@ def evolve_logits(
     return beta * F.relu(_convolve(zeroed, conv, padding, kernel_mask)) + (1.0 - beta) * mixed
 
 
-def _convolve(
-    z: Tensor, conv: nn.Conv2d, padding: tuple[int, int, int, int] | None, kernel_mask: Tensor | None
-) -> Tensor:
+def _convolve(z: Tensor, conv: nn.Conv2d, padding: tuple[int, int, int, int] | None, mask: Tensor | None) -> Tensor:
     """The head-mixing convolution of ``(*batch, H, n, m)`` maps, zero-padded by ``padding``, kernel masked."""
-    if padding is None:
-        r = (conv.kernel_size[0] - 1) // 2
-        padding = (r, r, r, r)
-    flat = F.pad(z.reshape(-1, *z.shape[-3:]), padding)
-    weight = conv.weight if kernel_mask is None else conv.weight * kernel_mask
+    r = (conv.kernel_size[0] - 1) // 2
+    flat = F.pad(z.reshape(-1, *z.shape[-3:]), (r, r, r, r) if padding is None else padding)
+    weight = conv.weight if mask is None else conv.weight * mask
     return F.conv2d(flat, weight, conv.bias).reshape(z.shape)
 
 

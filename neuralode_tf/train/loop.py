@@ -17,8 +17,6 @@ import json
 import math
 import os
 import time
-import warnings
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -32,8 +30,9 @@ from tqdm.auto import tqdm
 from ..continuous import ContinuousDepth, regularization
 from ._checkpoint import CHECKPOINT, check_run_folder, load_checkpoint, save_checkpoint, write_atomically
 from ._evaluation import perplexity, scores, validation
+from ._optim import optimizer_for, schedule_for
 from ._signals import StopRequest, TrainingInterrupted, stop_requests
-from ._validate import ScheduleWarning, checked_task, run_length
+from ._validate import checked_task, run_length
 from .config import TrainConfig
 from .tasks import Task
 
@@ -97,8 +96,8 @@ def train(config: TrainConfig) -> dict[str, Any]:
         check_run_folder(out)
 
     model = task.model
-    optimizer = _optimizer(config, model)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(config, steps_per_epoch, total))
+    optimizer = optimizer_for(config, model)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule_for(config, steps_per_epoch, total))
 
     history: list[dict[str, float]] = []
     start = 0
@@ -234,38 +233,6 @@ def _accumulate(
 def _permutation(n: int, seed: int, epoch: int) -> Tensor:
     generator = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
     return torch.randperm(n, generator=generator)
-
-
-def _optimizer(config: TrainConfig, model: nn.Module) -> torch.optim.Optimizer:
-    """``torch.optim.AdamW`` (decoupled weight decay), or for ``optimizer="sgd"`` Wang et al.'s (2021, §4.1)
-    ``torch.optim.SGD`` with ``momentum`` ``μ`` and the weight decay ``λ`` added to the gradient:
-    ``b ← μ b + g + λ θ`` (``b = g + λ θ`` at the first step), ``θ ← θ - η_k b``."""
-    if config.optimizer == "sgd":
-        return torch.optim.SGD(model.parameters(), config.lr, config.momentum, weight_decay=config.weight_decay)
-    return torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-
-
-def _schedule(config: TrainConfig, steps_per_epoch: int, total: int) -> Callable[[int], float]:
-    """The learning-rate factor of step ``k``: linear warm-up, ``(k + 1) / W`` over the ``W`` steps of
-    ``warmup_steps`` or of ``warmup_epochs`` epochs, then a cosine decay over the run, or, with
-    ``lr_decay_epochs``, ``0.1^m`` after ``m`` of those numbers of epochs are done. Wang et al.'s (2021, §4.1)
-    ImageNet schedule is ``warmup_epochs=5, lr_decay_epochs=[30, 60, 80, 90]``. ``warmup_epochs`` beyond
-    ``epochs`` warns with :class:`ScheduleWarning` (``warmup_steps`` beyond the run: :func:`run_length` warns)."""
-    if config.warmup_epochs > config.epochs:
-        message = f"the warm-up ({config.warmup_epochs} epochs) is longer than the run ({config.epochs} epoch(s))"
-        warnings.warn(f"{message}, so the learning rate never reaches lr={config.lr}", ScheduleWarning, stacklevel=3)
-    warmup = config.warmup_steps + config.warmup_epochs * steps_per_epoch  # one of them is 0 (TrainConfig)
-    milestones = [epoch * steps_per_epoch for epoch in config.lr_decay_epochs]
-
-    def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        if milestones:
-            return 0.1 ** sum(step >= milestone for milestone in milestones)
-        progress = (step - warmup) / max(1, total - warmup)
-        return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
-
-    return factor
 
 
 def _nfe(model: nn.Module) -> int:

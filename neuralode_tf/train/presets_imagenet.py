@@ -13,7 +13,7 @@ linearly from 0 to 0.128, and then it is divided by 10 at epoch 30, 60, 80 and 9
   once (batch-norm statistics over 256); with ``--set grad_accumulation=8`` it computes the paper's step instead:
   the mean of the gradients of 8 micro-batches of 32, each normalised over its own 32 images;
 * ``optimizer="sgd"``, ``momentum=0.9``, ``weight_decay=1e-4`` (added to the gradient), ``lr=0.128``,
-  ``warmup_epochs=5``, ``lr_decay_epochs=[30, 60, 80, 90]`` (:func:`~neuralode_tf.train.loop._schedule`);
+  ``warmup_epochs=5``, ``lr_decay_epochs=[30, 60, 80, 90]`` (the loop's linear warm-up and step decays);
 * ``grad_clip=0``: the paper mentions no clipping; ``checkpoint_every=5000``: about one epoch of ImageNet's 5,004 steps
   (1,281,167 images in batches of 256), so that a preempted run resumes from the last epoch or so.
 

@@ -84,9 +84,7 @@ The stand-ins share the variants of their task, at their own sizes (``ot_modelne
 """
 
 
-def _ot_preset(
-    name: str, description: str, dataset: str, model: Callable[..., nn.Module], **settings: Any
-) -> Preset:
+def _ot_preset(name: str, description: str, dataset: str, model: Callable[..., nn.Module], **settings: Any) -> Preset:
     """The preset ``name``: ``model`` (a registered OT-Transformer, the ``ot`` variant) and no gradient clipping."""
     return make_preset(description, dataset, model, name, grad_clip=0.0, **settings)
 
