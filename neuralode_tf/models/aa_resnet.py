@@ -48,10 +48,11 @@ def aa_resnet(
     Bello et al. ask for "a minimum of 20 dimensions per head for the keys"), ``F_out`` being the
     convolution's output channels, and 2D relative positions. The defaults, ``κ = 2υ`` with ``υ`` from
     :data:`AA_RESNET_DEPTHS` (0.2 for ResNet-18/34, 0.1 for ResNet-50/101/152), 8 heads and 20 key dimensions
-    per head, give Table 1's parameter counts at the printed precision (a test); Bello et al. state
-    ``κ = 2υ = 0.2`` and 8 heads, and no setting with ``υ = 0.1`` reaches ResNet-34's 20.7M. The first stage of
-    ``pooled_stages`` attends on a 2x2-pooled map (``pool=2``), as the released EA-ResNet-50 code does in its
-    first augmented stage, so that its maps (14 x 14 on 224 pixels) chain into the next stage's.
+    per head, give Table 1's parameter counts at the printed precision (a test). Bello et al. state
+    ``κ = 2υ = 0.2`` and 8 heads; none of the settings with ``υ = 0.1`` that we searched (κ, heads, stages,
+    convolutions, rounding) gives ResNet-34's 20.7M. The stages of ``pooled_stages`` (stage 2 by default) attend
+    on a 2x2-pooled map (``pool=2``), as the released EA-ResNet-50 code does in its first augmented stage, so that
+    its maps (14 x 14 on 224 pixels) chain into the next stage's.
 
     **Evolving attention**: each augmented convolution mixes the logits of the previous one into its own by
     eq. 4 (:class:`~neuralode_tf.nn.AugmentedConv2d`), where their shapes match, as the released code does
