@@ -20,7 +20,7 @@ field="parallel", num_sets=6)``; data-dependent arguments such as ``vocab_size``
 """
 
 from . import _lm_registry  # noqa: F401  (registers the language models)
-from .aa_resnet import AA_RESNET_DEPTHS, aa_resnet, augmented_convolutions
+from .augmented_resnet import AA_RESNET_DEPTHS, aa_resnet, augmented_convolutions
 from .blocks import decoder_field, transformer_field
 from .causal_lm import CausalLM
 from .decoding import EncoderDecoder
