@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 import torch
 
-from neuralode_tf.data import Splits, TensorSplit, decode_bytes, pretrained_text, text, tweets, tweets_bytes
+from neuralode_tf.data import Splits, TensorSplit, decode_bytes, text, tweets, tweets_bytes
 from neuralode_tf.data.text import tokenize
 from neuralode_tf.models.huggingface import EvolvingTransformersStack
 from neuralode_tf.train import TrainConfig, load_checkpoint
@@ -33,8 +33,7 @@ def _tweets_read_once():
     """The CSV is read once for the module (each loader reads it again otherwise, ~2 s)."""
     texts, labels = text._read_tweets()
     with pytest.MonkeyPatch.context() as patch:
-        for module in (text, pretrained_text):
-            patch.setattr(module, "_read_tweets", lambda: (texts, labels))
+        patch.setattr(text, "_read_tweets", lambda: (texts, labels))  # what both loaders read
         yield
 
 

@@ -3,12 +3,10 @@ as byte sequences (``tweets_bytes``), and the texts of such rows (:func:`decode_
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
-from ._util import stratified_split
 from .splits import Splits, TensorSplit
-from .text import TWEET_CLASSES, _read_tweets
+from .text import selected_tweets
 from .vocab import pad_sequences
 
 __all__ = ["tweets_bytes", "decode_bytes"]
@@ -37,17 +35,7 @@ def tweets_bytes(
     Returns:
         ``"tokens"`` splits with ``x`` (byte values), ``mask`` (True at padding) and ``y``; no vocabulary.
     """
-    texts, labels = _read_tweets()
-    classes: tuple[str, ...] = TWEET_CLASSES
-    if binary:  # drop neutral (1); positive (2) becomes 1, as tweets() does
-        keep = [i for i, label in enumerate(labels) if label != 1]
-        texts, labels, classes = [texts[i] for i in keep], [labels[i] // 2 for i in keep], ("negative", "positive")
-    y = torch.tensor(labels)
-    generator = torch.Generator().manual_seed(seed)
-    if max_samples is not None and max_samples < len(y):
-        subset = torch.randperm(len(y), generator=generator)[:max_samples]
-        texts, y = [texts[i] for i in subset.tolist()], y[subset]
-    train, test = stratified_split(y, test_fraction, generator)
+    texts, y, train, test, classes = selected_tweets(binary, max_samples, test_fraction, seed)
     splits = []
     for rows in (train, test):
         x, mask = pad_sequences([list(texts[i].encode("latin-1")) for i in rows.tolist()], max_length)

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+from torch import Tensor
 
 from ._util import existing, locate, stratified_split
 from .errors import DatasetFormatError, DatasetNotFoundError
@@ -60,17 +61,7 @@ def tweets(
     Returns:
         ``"tokens"`` splits with ``x``, ``mask`` (True at padding) and ``y``.
     """
-    texts, labels = _read_tweets()
-    classes: tuple[str, ...] = TWEET_CLASSES
-    if binary:  # drop neutral (1); positive (2) becomes 1
-        keep = [i for i, label in enumerate(labels) if label != 1]
-        texts, labels, classes = [texts[i] for i in keep], [labels[i] // 2 for i in keep], ("negative", "positive")
-    y = torch.tensor(labels)
-    generator = torch.Generator().manual_seed(seed)
-    if max_samples is not None and max_samples < len(y):
-        subset = torch.randperm(len(y), generator=generator)[:max_samples]
-        texts, y = [texts[i] for i in subset.tolist()], y[subset]
-    train, test = stratified_split(y, test_fraction, generator)
+    texts, y, train, test, classes = selected_tweets(binary, max_samples, test_fraction, seed)
     train_split, test_split, vocab = _token_splits(
         [texts[i] for i in train.tolist()],
         y[train],
@@ -92,6 +83,26 @@ def tweets(
         classes=classes,
         vocab=vocab,
     )
+
+
+def selected_tweets(
+    binary: bool, max_samples: int | None, test_fraction: float, seed: int
+) -> tuple[list[str], Tensor, Tensor, Tensor, tuple[str, ...]]:
+    """The tweets' texts and labels ``y`` (without the neutral ones if ``binary``: positive becomes 1), a seeded
+    subset of ``max_samples`` of them, and the rows of the seeded stratified ``(train, test)`` split; with the
+    class names. :func:`tweets` and :func:`~neuralode_tf.data.tweets_bytes` select alike."""
+    texts, labels = _read_tweets()
+    classes: tuple[str, ...] = TWEET_CLASSES
+    if binary:  # drop neutral (1); positive (2) becomes 1
+        keep = [i for i, label in enumerate(labels) if label != 1]
+        texts, labels, classes = [texts[i] for i in keep], [labels[i] // 2 for i in keep], ("negative", "positive")
+    y = torch.tensor(labels)
+    generator = torch.Generator().manual_seed(seed)
+    if max_samples is not None and max_samples < len(y):
+        subset = torch.randperm(len(y), generator=generator)[:max_samples]
+        texts, y = [texts[i] for i in subset.tolist()], y[subset]
+    train, test = stratified_split(y, test_fraction, generator)
+    return texts, y, train, test, classes
 
 
 def _read_tweets() -> tuple[list[str], list[int]]:
