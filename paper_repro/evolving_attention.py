@@ -250,7 +250,21 @@ for entry in LEDGER.claims:
 
 
 def preset_parameters(preset: str) -> dict[str, int]:
-    """The parameter count of each variant of the preset, as built today."""
+    """The parameter count of each variant of the preset, as built today (EA-BERT: from a random BERT of the
+    pretrained encoder's shape, experiments/evolving_attention/pretrain_bert.py, which CI does not rerun)."""
+    if preset == "ea_bert_tweets":
+        from transformers import BertConfig, BertForSequenceClassification
+
+        from neuralode_tf.models import from_transformers
+        from neuralode_tf.train.presets_bert import EA_BERT, _ablations
+
+        shape = dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=4, intermediate_size=512)
+        config = BertConfig(vocab_size=8000, max_position_embeddings=128, num_labels=3, **shape)
+        counts = {}
+        for variant, evolving in _ablations(EA_BERT).items():
+            model = from_transformers(BertForSequenceClassification(config), evolving=evolving)
+            counts[variant] = sum(p.numel() for p in model.parameters())
+        return counts
     data = build_task(PRESETS[preset].config).data
     return {
         v: sum(p.numel() for p in PRESETS[preset].build_model(data, o).parameters())
