@@ -198,3 +198,12 @@ def test_logit_chain_is_shared():
     model = aa_resnet(18, evolving=True, **SMALL)
     chains = {id(c._chain) for c in augmented_convolutions(model)}
     assert len(chains) == 1 and isinstance(augmented_convolutions(model)[0]._chain, LogitChain)
+
+
+@pytest.mark.cpu_only("inspects models built on the meta device")
+@pytest.mark.parametrize("depth", sorted(TABLE_1))
+def test_every_depth_takes_the_papers_resnet34_setting(depth):
+    """The paper gives α = 0.5, β = 1 for EA-AA-ResNet-34 only; the other depths default to the same."""
+    with torch.device("meta"):
+        model = create_model(f"ea_aa_resnet{depth}")
+    assert {c.evolving for c in augmented_convolutions(model)} == {(0.5, 1.0, 3)}
