@@ -131,7 +131,7 @@ def load_imagenet(root: str | Path, *, image_size: int = 224, workers: int = 8) 
     The crops and flips depend on one draw of torch's global generator per batch, which
     :func:`~neuralode_tf.train.train` seeds with the run's ``seed``: a run is reproducible from its start, but the
     checkpoint does not hold the generator, so a resumed run draws other crops than the uninterrupted one would
-    (its model and optimiser resume exactly).
+    (the model and optimizer states are restored from the checkpoint as for every preset: tests/test_checkpoints.py).
 
     Args:
         root: The folder holding ``train/`` and ``val/`` (the validation images in class folders, e.g. sorted with
