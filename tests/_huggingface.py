@@ -99,3 +99,23 @@ def defined(family: str, mask: torch.Tensor | None) -> torch.Tensor | None:
 def max_diff(a: torch.Tensor, b: torch.Tensor, where: torch.Tensor | None = None) -> float:
     difference = (a - b).detach().abs()
     return float((difference if where is None else difference[where]).max())
+
+
+def save_tiny_bert(folder: Any, words: list[str]) -> Any:
+    """Write what ``save_pretrained`` writes to ``folder``: a random ``BertModel`` (d=32, 2 blocks, 4 heads, seed 0)
+    and a WordPiece tokenizer whose vocabulary is BERT's specials and ``words``. Returns ``folder``."""
+    lib = transformers()
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    vocab = folder / "vocab.txt"
+    vocab.write_text("\n".join(specials + words) + "\n", encoding="utf-8")
+    lib.BertTokenizerFast(vocab_file=str(vocab)).save_pretrained(folder)
+    bert = lib.BertConfig(
+        vocab_size=len(specials) + len(words),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+    )
+    torch.manual_seed(0)
+    lib.BertModel(bert).save_pretrained(folder)
+    return folder

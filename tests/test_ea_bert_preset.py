@@ -1,6 +1,6 @@
 """The EA-BERT preset fine-tunes a local checkpoint folder (a small random BERT and a WordPiece tokenizer of frequent
 tweet words, written here with ``save_pretrained``) through the command line; its variants are Table 4's models; the
-tweets as bytes are the tweets of ``tweets``; and a missing checkpoint is a clear error."""
+tweets as raw text are the tweets of ``tweets``; and a missing checkpoint is a clear error."""
 
 from __future__ import annotations
 
@@ -12,18 +12,17 @@ from collections import Counter
 import pytest
 import torch
 
-from neuralode_tf.data import Splits, TensorSplit, decode_bytes, text, tweets, tweets_bytes
+from neuralode_tf.data import Splits, TextSplit, text, tweets, tweets_raw
 from neuralode_tf.data.text import tokenize
 from neuralode_tf.models.huggingface import EvolvingTransformersStack
 from neuralode_tf.train import TrainConfig, load_checkpoint
 from neuralode_tf.train.cli import main
 from neuralode_tf.train.presets import PRESETS, VARIANTS
 from neuralode_tf.train.tasks import build_task
-from tests._huggingface import transformers
+from tests._huggingface import save_tiny_bert, transformers
 
 pytestmark = pytest.mark.cpu_only("fine-tunes a tiny saved checkpoint through the CLI for a few steps")
 
-SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 SHORT = ["epochs=1", "batch_size=8", "max_steps=3", "warmup_steps=0", "lr=1e-3", "eval_batch_size=32"]
 SHORT += ["data.max_samples=120"]
 
@@ -41,34 +40,22 @@ def _tweets_read_once():
 def checkpoint(tmp_path_factory):
     """A folder as ``save_pretrained`` writes it: a random BertModel (d=32, 2 blocks, 4 heads) and a WordPiece
     tokenizer whose vocabulary is the specials and the 400 most frequent words of the tweets."""
-    lib = transformers()
-    folder = tmp_path_factory.mktemp("tiny-bert")
     words = Counter(word for tweet in text._read_tweets()[0][:5000] for word in tokenize(tweet))
-    vocab = folder / "vocab.txt"
-    vocab.write_text("\n".join(SPECIALS + [word for word, _ in words.most_common(400)]) + "\n", encoding="utf-8")
-    lib.BertTokenizerFast(vocab_file=str(vocab)).save_pretrained(folder)
-    config = lib.BertConfig(
-        vocab_size=405, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64
-    )
-    torch.manual_seed(0)
-    lib.BertModel(config).save_pretrained(folder)
-    return folder
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), [word for word, _ in words.most_common(400)])
 
 
-def test_the_tweets_as_bytes_are_the_tweets_with_the_same_split():
+def test_the_raw_tweets_are_the_tweets_with_the_same_split():
     for options in (dict(max_samples=300, seed=1), dict(max_samples=300, seed=2, binary=True)):
-        raw, tokens = tweets_bytes(**options), tweets(**options)
-        assert raw.kind == "tokens" and raw.classes == tokens.classes
+        raw, tokens = tweets_raw(**options), tweets(**options)
+        assert raw.kind == "text" and raw.classes == tokens.classes and raw.metrics == ("accuracy",)
         for split, reference in ((raw.train, tokens.train), (raw.test, tokens.test)):
-            assert torch.equal(split.y, reference.y)
-            for row, words in zip(decode_bytes(split.x, split.mask), reference.x, strict=True):
+            assert torch.equal(split.y, reference.y) and not split.pairs
+            for row, words in zip(split.texts, reference.x, strict=True):
                 assert tokens.vocab.encode(tokenize(row))[:48] == words[words != 0].tolist()
-    assert (raw.train.x[~raw.train.mask] > 0).all() and (raw.train.x[raw.train.mask] == 0).all()
     texts = text._read_tweets()[0]
     assert max(len(t.encode("latin-1")) for t in texts) == 320 and round(sum(map(len, texts)) / len(texts)) == 104
-    whole = tweets_bytes()  # the preset's data: 3,814 steps of 16 in 2 epochs
+    whole = tweets_raw()  # the preset's data: 3,814 steps of 16 in 2 epochs
     assert (len(whole.train), len(whole.test)) == (30_526, 7_632)
-    assert max(int((~split.mask).sum(-1).max()) for split in (whole.train, whole.test)) == 320  # none cut
     config = PRESETS["ea_bert_tweets"].config
     assert config.epochs * (len(whole.train) // config.batch_size) == 3_814 and config.warmup_steps == 380
 
@@ -107,10 +94,8 @@ def test_compare_runs_the_table_4_variants(checkpoint, tmp_path, capsys):
 
 
 def test_the_variants_are_table_4s_models(checkpoint):
-    split = TensorSplit(
-        x=torch.zeros(2, 4, dtype=torch.long), mask=torch.zeros(2, 4, dtype=torch.bool), y=torch.zeros(2)
-    )
-    data = Splits("tweets_bytes", "tokens", split, split, "placeholder", classes=("a", "b", "c"))
+    split = TextSplit(["a", "b"], torch.zeros(2, dtype=torch.long))
+    data = Splits("tweets_raw", "text", split, split, "placeholder", classes=("a", "b", "c"))
     expected = {
         "vanilla": None,
         "ea": (0.1, 0.1, 3),
@@ -128,15 +113,13 @@ def test_the_variants_are_table_4s_models(checkpoint):
             continue
         second = field.attentions[1]
         assert (second.alpha, second.beta, second.kernel_size) == settings and field.attentions[0].conv is None
-    rows = torch.tensor([list(b"so happy :) today"), list(b"bad") + [0] * 14])
-    texts = decode_bytes(rows, rows == 0)
-    assert texts == ["so happy :) today", "bad"]
+    texts = ["so happy :) today", "bad"]
     for max_length in (128, 4):  # tokenised by the checkpoint's tokenizer, padded to the longest, truncated
         model.max_length = max_length
         encoded = model.tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
         assert encoded["input_ids"].shape[-1] == (7 if max_length == 128 else 4)
         with torch.no_grad():
-            assert torch.equal(model(rows, rows == 0), model.converted(encoded["input_ids"], encoded["attention_mask"]))
+            assert torch.equal(model(texts), model.converted(encoded["input_ids"], encoded["attention_mask"]))
     with pytest.raises(ValueError, match="unknown variant 'nope'; valid: vanilla, ea"):
         PRESETS["ea_bert_tweets"].build_model(data, {"checkpoint": str(checkpoint), "variant": "nope"})
 
@@ -156,7 +139,7 @@ def test_a_missing_checkpoint_names_the_expected_folder(checkpoint, tmp_path, ca
     assert not (tmp_path / "run").exists()
     assert main(["train", "ea_bert_tweets", "--describe", "--set", f"model.checkpoint={checkpoint}"]) == 0
     described = capsys.readouterr().out
-    assert "PretrainedTextClassifier" in described and "max_length" in described and "tweets_bytes" in described
+    assert "PretrainedTextClassifier" in described and "max_length" in described and "tweets_raw" in described
 
 
 def test_a_checkpoint_with_a_head_of_that_size_keeps_it(checkpoint, tmp_path):
@@ -168,10 +151,8 @@ def test_a_checkpoint_with_a_head_of_that_size_keeps_it(checkpoint, tmp_path):
     saved = lib.BertForSequenceClassification(lib.BertConfig.from_pretrained(checkpoint, num_labels=3))
     saved.save_pretrained(folder)
     lib.AutoTokenizer.from_pretrained(checkpoint).save_pretrained(folder)
-    split = TensorSplit(
-        x=torch.zeros(2, 4, dtype=torch.long), mask=torch.zeros(2, 4, dtype=torch.bool), y=torch.zeros(2)
-    )
-    data = Splits("tweets_bytes", "tokens", split, split, "placeholder", classes=("a", "b", "c"))
+    split = TextSplit(["a", "b"], torch.zeros(2, dtype=torch.long))
+    data = Splits("tweets_raw", "text", split, split, "placeholder", classes=("a", "b", "c"))
     heads = []
     for path, seed in ((folder, 5), (checkpoint, 5), (checkpoint, 5), (checkpoint, 6)):
         torch.manual_seed(seed)

@@ -5,7 +5,7 @@ pretrained checkpoint is available offline, so this script makes a small one fro
 
 1. a WordPiece vocabulary (``tokenizers``' ``BertWordPieceTokenizer``: lower-cased, 8,000 entries, the specials
    ``[PAD] [UNK] [CLS] [SEP] [MASK]`` first) learned from the **training split only** of
-   :func:`~neuralode_tf.data.tweets_bytes` (the split of :func:`~neuralode_tf.data.tweets` and of the
+   :func:`~neuralode_tf.data.tweets_raw` (the split of :func:`~neuralode_tf.data.tweets` and of the
    ``ea_bert_tweets`` preset with the same data options: ``--max-samples`` must be the fine-tuning's
    ``data.max_samples``), so no test tweet is seen before the fine-tuning is evaluated;
 2. a ``BertForMaskedLM`` (hidden 128, 4 layers, 4 heads, intermediate 512, 128 positions, so that no tweet is cut:
@@ -43,7 +43,7 @@ from typing import Any
 
 import torch
 
-from neuralode_tf.data import TensorSplit, decode_bytes, tweets_bytes
+from neuralode_tf.data import TextSplit, tweets_raw
 
 SPECIALS: list[Any] = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 ARCHITECTURE: dict[str, Any] = dict(
@@ -52,11 +52,11 @@ ARCHITECTURE: dict[str, Any] = dict(
 
 
 def training_texts(max_samples: int | None, seed: int = 0) -> list[str]:
-    """The training split's tweets of :func:`~neuralode_tf.data.tweets_bytes` with these data options (the split
+    """The training split's tweets of :func:`~neuralode_tf.data.tweets_raw` with these data options (the split
     the ``ea_bert_tweets`` preset fine-tunes on)."""
-    train = tweets_bytes(max_samples=max_samples, seed=seed).train
-    assert isinstance(train, TensorSplit)
-    return decode_bytes(train.x, train.mask)
+    train = tweets_raw(max_samples=max_samples, seed=seed).train
+    assert isinstance(train, TextSplit)
+    return [text for text in train.texts if isinstance(text, str)]
 
 
 def build_tokenizer(texts: list[str], vocab_size: int, folder: Path, max_length: int) -> Any:

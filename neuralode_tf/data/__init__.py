@@ -12,8 +12,8 @@ Stand-ins, available offline and seeded (``load(name, seed=...)``):
 * ``shapes3d``: point clouds sampled uniformly by area on 8 parametric primitives, with random
   proportions, rotation, scale, noise and number of points.
 * ``copy``, ``reverse``, ``sort``, ``addition``: seq2seq toy tasks with ``<bos>``/``<eos>``/``<pad>``.
-* ``tweets_bytes``: the same tweets, labels and split as ``tweets``, as latin-1 byte sequences for a model that
-  tokenises text itself (a pretrained checkpoint's tokenizer); :func:`decode_bytes` gives back the texts.
+* ``tweets_raw``: the same tweets, labels and split as ``tweets``, as raw text for a model that tokenises text
+  itself (a pretrained checkpoint's tokenizer).
 * ``tweets_char``: the tweets joined with newlines as a character-level language-modelling corpus (3,996,191
   characters, split contiguously 90/10).
 
@@ -24,12 +24,16 @@ Loaders of the papers' datasets, for users who have the files (``load(name, root
 * ``imagenet``: ImageNet's class folders ``{train,val}/<wnid>/*.JPEG``, decoded lazily with the standard ResNet
   transforms (torchvision's ``ImageFolder``).
 * ``imdb``: the IMDb reviews ``aclImdb/{train,test}/{pos,neg}/*.txt`` (Maas et al. 2011).
+* ``glue``: a GLUE task (Wang et al. 2018; ``task="cola"``, ``"sst2"``, ``"mrpc"``, ``"stsb"``, ``"qqp"``,
+  ``"mnli"``, ``"mnli_mismatched"``, ``"qnli"``, ``"rte"``, ``"wnli"``) from ``glue_data/<Task>/*.tsv``, its
+  development set as the test split, as raw texts or pairs of texts.
 * ``modelnet40``: ModelNet40 meshes ``ModelNet40/<class>/{train,test}/*.off``, sampled into point clouds.
 * ``modelnet40_h5``: the ModelNet40 point clouds ``ModelNet40_cloud.h5`` of the Set Transformer code.
 * ``shakespeare_char``: tiny Shakespeare's ``input.txt``, characters, split as nanoGPT's ``shakespeare_char``.
 * ``openwebtext``: nanoGPT's ``train.bin``/``val.bin`` (uint16 GPT-2 tokens), read with ``numpy.memmap``.
 
-Every dataset comes as :class:`Splits`: ``train`` and ``test`` (:class:`TensorSplit` of named tensors, lists of
+Every dataset comes as :class:`Splits`: ``train`` and ``test`` (:class:`TensorSplit` of named tensors,
+:class:`TextSplit` of texts for models with their own tokenizer, lists of
 ``torch_geometric.data.Data`` for point clouds, or :class:`TokenWindows` for language models), ``classes``,
 ``vocab`` and a ``description``.
 Sequences are padded with a mask that is True at padding. Missing files raise
@@ -38,15 +42,16 @@ Sequences are padded with a mask that is True at padding. Missing files raise
 
 from .corpus import GPT2_VOCAB_SIZE, load_openwebtext, load_shakespeare_char, tweets_char, tweets_text
 from .errors import DataError, DatasetFormatError, DatasetNotFoundError
+from .glue import GLUE_TASKS, load_glue
 from .imagenet import load_imagenet
 from .images import digits, load_catsdogs, load_cifar100, load_mnist, mnist1d
 from .listops import listops
 from .modelnet import load_modelnet40, load_modelnet40_h5
-from .pretrained_text import decode_bytes, tweets_bytes
+from .pretrained_text import tweets_raw
 from .registry import DATASETS, STAND_INS, load
 from .seq2seq import BOS, EOS, seq2seq
 from .shapes3d import shapes3d
-from .splits import Kind, Splits, TensorSplit
+from .splits import Kind, Splits, TensorSplit, TextSplit
 from .text import load_imdb, tweets
 from .vocab import Vocabulary
 from .windows import TokenWindows
@@ -57,6 +62,7 @@ __all__ = [
     "STAND_INS",
     "Splits",
     "TensorSplit",
+    "TextSplit",
     "TokenWindows",
     "Kind",
     "Vocabulary",
@@ -68,8 +74,7 @@ __all__ = [
     "digits",
     "mnist1d",
     "tweets",
-    "tweets_bytes",
-    "decode_bytes",
+    "tweets_raw",
     "tweets_char",
     "tweets_text",
     "listops",
@@ -80,6 +85,8 @@ __all__ = [
     "load_catsdogs",
     "load_imagenet",
     "load_imdb",
+    "load_glue",
+    "GLUE_TASKS",
     "load_modelnet40",
     "load_modelnet40_h5",
     "load_shakespeare_char",

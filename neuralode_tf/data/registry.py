@@ -7,11 +7,12 @@ from functools import partial
 from typing import Any
 
 from .corpus import load_openwebtext, load_shakespeare_char, tweets_char
+from .glue import load_glue
 from .imagenet import load_imagenet
 from .images import digits, load_catsdogs, load_cifar100, load_mnist, mnist1d
 from .listops import listops
 from .modelnet import load_modelnet40, load_modelnet40_h5
-from .pretrained_text import tweets_bytes
+from .pretrained_text import tweets_raw
 from .seq2seq import TASKS, seq2seq
 from .shapes3d import shapes3d
 from .splits import Splits
@@ -23,7 +24,7 @@ STAND_INS: dict[str, Callable[..., Splits]] = {
     "digits": digits,
     "mnist1d": mnist1d,
     "tweets": tweets,
-    "tweets_bytes": tweets_bytes,
+    "tweets_raw": tweets_raw,
     "tweets_char": tweets_char,
     "listops": listops,
     "shapes3d": shapes3d,
@@ -38,6 +39,7 @@ DATASETS: dict[str, Callable[..., Splits]] = {
     "catsdogs": load_catsdogs,
     "imagenet": load_imagenet,
     "imdb": load_imdb,
+    "glue": load_glue,
     "shakespeare_char": load_shakespeare_char,
     "openwebtext": load_openwebtext,
     "modelnet40": load_modelnet40,

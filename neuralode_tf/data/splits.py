@@ -1,4 +1,5 @@
-"""Containers: :class:`TensorSplit` (one split of named tensors) and :class:`Splits` (a dataset's train and test)."""
+"""Containers: :class:`TensorSplit` (one split of named tensors), :class:`TextSplit` (texts and their targets) and
+:class:`Splits` (a dataset's train and test)."""
 
 from __future__ import annotations
 
@@ -12,14 +13,17 @@ from torch import Tensor
 from .vocab import Vocabulary
 from .windows import TokenWindows
 
-__all__ = ["TensorSplit", "Splits", "Kind"]
+__all__ = ["TensorSplit", "TextSplit", "Splits", "Kind"]
 
-Kind = Literal["image", "signal", "tokens", "points", "seq2seq", "lm"]
+Kind = Literal["image", "signal", "tokens", "text", "points", "seq2seq", "lm"]
 """What a split holds, and so which front-end takes it:
 
 * ``"image"``: ``x`` float ``(N, C, H, W)`` in ``[0, 1]``, ``y`` long ``(N,)``.
 * ``"signal"``: ``x`` float ``(N, L)``, ``y`` long ``(N,)``.
 * ``"tokens"``: ``x`` long ``(N, L)`` token ids, ``mask`` bool ``(N, L)`` True at padding, ``y`` long ``(N,)``.
+* ``"text"``: a :class:`TextSplit`: ``texts``, strings or pairs of strings, for a model that tokenises them itself
+  (a pretrained checkpoint with its tokenizer), and ``y``: long ``(N,)`` class ids, or float ``(N,)`` targets of
+  a regression (``classes`` is then ``None``).
 * ``"points"``: a list of ``torch_geometric.data.Data(pos=(n_i, 3), y=(1,))`` with varying ``n_i``.
 * ``"seq2seq"``: ``src``/``tgt`` long ``(N, L)`` and ``src_mask``/``tgt_mask`` bool ``(N, L)`` True at padding;
   ``tgt`` starts with ``<bos>`` and both end with ``<eos>``.
@@ -59,6 +63,51 @@ class TensorSplit(torch.utils.data.Dataset):
         return f"TensorSplit({shapes})"
 
 
+Text = str | tuple[str, str]
+"""One example of a :class:`TextSplit`: a text, or a pair of texts (a sentence pair of GLUE's MRPC, MNLI, ...)."""
+
+
+class TextSplit(torch.utils.data.Dataset):
+    """Texts (or pairs of texts) and their targets ``y``; item ``i`` is ``(texts[i], y[i])``.
+
+    Args:
+        texts: The examples, each a string or a pair of strings.
+        y: One target per example: long class ids, or floats for a regression.
+
+    Raises:
+        ValueError: ``texts`` and ``y`` differ in length, or an example is neither a string nor a pair of them.
+    """
+
+    def __init__(self, texts: Sequence[Text], y: Tensor):
+        if len(texts) != len(y):
+            raise ValueError(f"TextSplit needs one target per text, got {len(texts)} texts and {len(y)} targets")
+        bad = next((t for t in texts if not _is_text(t)), None)
+        if bad is not None:
+            raise ValueError(f"TextSplit's texts are strings or pairs of strings, got {bad!r}")
+        self.texts = list(texts)
+        self.y = y
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def __getitem__(self, index: int) -> tuple[Text, Tensor]:
+        return self.texts[index], self.y[index]
+
+    @property
+    def pairs(self) -> bool:
+        """Whether the examples are pairs of texts (an empty split has none)."""
+        return bool(self.texts) and isinstance(self.texts[0], tuple)
+
+    def __repr__(self) -> str:
+        return f"TextSplit({len(self)} {'pairs' if self.pairs else 'texts'}, y={tuple(self.y.shape)})"
+
+
+def _is_text(example: Any) -> bool:
+    return isinstance(example, str) or (
+        isinstance(example, tuple) and len(example) == 2 and all(isinstance(t, str) for t in example)
+    )
+
+
 @dataclass(frozen=True, repr=False)
 class Splits:
     """A dataset's train and test splits with what a model needs to know about them.
@@ -66,11 +115,16 @@ class Splits:
     Attributes:
         name: Registry name of the dataset (see :data:`neuralode_tf.data.DATASETS`).
         kind: What the splits hold; see :data:`Kind`.
-        train, test: :class:`TensorSplit` objects, lists of ``torch_geometric.data.Data`` for ``"points"``, or
+        train, test: :class:`TensorSplit` objects, :class:`TextSplit` objects for ``"text"``, lists of
+            ``torch_geometric.data.Data`` for ``"points"``, or
             :class:`~neuralode_tf.data.windows.TokenWindows` for ``"lm"``.
         description: Where the data comes from and its size, in one line.
-        classes: Class names in label order (``None`` for ``"seq2seq"`` and ``"lm"``).
+        classes: Class names in label order (``None`` for ``"seq2seq"``, ``"lm"`` and a regression).
         vocab: The token vocabulary of ``"tokens"``, ``"seq2seq"`` and character ``"lm"`` datasets.
+        metrics: The scores the test split is judged by, the main one first, named as in
+            :data:`~neuralode_tf.train.METRICS`: ``("accuracy",)`` for most datasets, ``("matthews",)`` for GLUE's
+            CoLA, ``("f1", "accuracy")`` for MRPC. The training loop reports each as ``test_<name>``, and
+            ``test_accuracy`` for every classification.
     """
 
     name: str
@@ -80,6 +134,7 @@ class Splits:
     description: str
     classes: tuple[str, ...] | None = None
     vocab: Vocabulary | None = None
+    metrics: tuple[str, ...] = ("accuracy",)
 
     @property
     def num_classes(self) -> int | None:

@@ -90,7 +90,7 @@ def selected_tweets(
 ) -> tuple[list[str], Tensor, Tensor, Tensor, tuple[str, ...]]:
     """The tweets' texts and labels ``y`` (without the neutral ones if ``binary``: positive becomes 1), a seeded
     subset of ``max_samples`` of them, and the rows of the seeded stratified ``(train, test)`` split; with the
-    class names. :func:`tweets` and :func:`~neuralode_tf.data.tweets_bytes` select alike."""
+    class names. :func:`tweets` and :func:`~neuralode_tf.data.tweets_raw` select alike."""
     texts, labels = _read_tweets()
     classes: tuple[str, ...] = TWEET_CLASSES
     if binary:  # drop neutral (1); positive (2) becomes 1

@@ -14,6 +14,7 @@ from ._validate import ScheduleWarning
 from .compare import compare_variants, learning_curve, markdown_table, step_sweep, summarize
 from .config import ConfigError, TrainConfig, apply_overrides, load_config
 from .loop import NonFiniteLossError, evaluate, train
+from .metrics import METRICS
 from .presets import EA_VARIANTS, OT_VARIANTS, PRESETS, TRANSEVOLVE_LISTOPS_VARIANTS, VARIANTS, Preset, register_preset
 from .tasks import Task, build_task
 
@@ -41,6 +42,7 @@ __all__ = [
     "markdown_table",
     "step_sweep",
     "learning_curve",
+    "METRICS",
     "Preset",
     "Task",
     "build_task",

@@ -120,9 +120,9 @@ def _compare(args: argparse.Namespace) -> int:
     """Train the variants, write ``rows.json`` and ``table.md`` to the output folder, print the table."""
     variants = VARIANTS[args.preset]
     chosen = {name: variants[name] for name in (args.variants or variants)}
-    values = apply_overrides({}, args.set)
+    values = {**apply_overrides({}, args.set), "progress": False}  # the runs' bars would interleave
     out = Path(args.out_dir or f"runs/compare/{args.preset}")
-    rows = compare_variants(args.preset, chosen, tuple(args.seeds), out, args.workers, progress=False, **values)
+    rows = compare_variants(args.preset, chosen, tuple(args.seeds), out, args.workers, **values)
     if args.sweep:
         for row in rows:  # the discrete baseline has no step count to vary
             continuous = chosen[row["variant"]].get("field") in ("composed", "node")

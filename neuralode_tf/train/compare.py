@@ -63,8 +63,10 @@ def compare_variants(
         **settings: Further :class:`TrainConfig` fields (``epochs``, ``max_steps``, ``progress``, ``data``, ...).
 
     Returns:
-        Rows ``{"variant", "seed", "parameters", "test_accuracy", "non_finite", "out_dir", "curve"}``, where
-        ``curve`` is the run's :func:`learning_curve` (``None`` for a non-finite run).
+        Rows ``{"variant", "seed", "parameters", "test_accuracy", "scores", "non_finite", "out_dir", "curve"}``,
+        where ``scores`` holds the test accuracy and the dataset's metrics by name (``{"accuracy": ..., "matthews":
+        ...}`` on GLUE's CoLA) and ``curve`` is the run's :func:`learning_curve` (both ``None`` for a non-finite
+        run).
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive int, not {workers!r}")
@@ -87,23 +89,28 @@ def _run(base: TrainConfig, name: str, overrides: dict[str, Any], seed: int, out
     try:
         result = train(config)
         row.update(parameters=result["parameters"], test_accuracy=result["test_accuracy"], non_finite=False)
+        row["scores"] = {name: result[f"test_{name}"] for name in [*result["metrics"], "accuracy"]}
         row["curve"] = learning_curve(run_dir)
     except (NonFiniteLossError, NonFiniteStateError):
         parameters = sum(p.numel() for p in build_task(config).model.parameters())
-        row.update(parameters=parameters, test_accuracy=None, non_finite=True, curve=None)
+        row.update(parameters=parameters, test_accuracy=None, scores=None, non_finite=True, curve=None)
     return row
 
 
 def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per variant: parameters, mean and standard deviation of the test accuracy over the finite runs
-    (in %), and the number of runs stopped by a non-finite loss."""
+    """Per variant: parameters, the ``metric`` the runs are judged by, the mean and standard deviation of its test
+    value over the finite runs (x 100: accuracy in %), and the number of runs stopped by a non-finite loss.
+
+    The metric is the dataset's main one, the first of its :attr:`~neuralode_tf.data.Splits.metrics` (GLUE's
+    CoLA: Matthews' correlation), read from the rows' ``scores``; rows without them are judged by accuracy."""
     table = []
     for name in dict.fromkeys(row["variant"] for row in rows):
         runs = [row for row in rows if row["variant"] == name]
-        accuracies = [100 * row["test_accuracy"] for row in runs if not row["non_finite"]]
+        metric, accuracies = _main_metric(runs)
         table.append(
             {
                 "variant": name,
+                "metric": metric,
                 "parameters": runs[0]["parameters"],
                 "mean": statistics.mean(accuracies) if accuracies else float("nan"),
                 "std": statistics.stdev(accuracies) if len(accuracies) > 1 else 0.0,
@@ -114,11 +121,22 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return table
 
 
+def _main_metric(runs: list[dict[str, Any]]) -> tuple[str, list[float]]:
+    """The first metric of the finite runs' ``scores`` (``accuracy`` without them) and its values x 100."""
+    finite = [row for row in runs if not row["non_finite"]]
+    if not finite or not finite[0].get("scores"):
+        return "accuracy", [100 * row["test_accuracy"] for row in finite]
+    metric = next(iter(finite[0]["scores"]))
+    return metric, [100 * row["scores"][metric] for row in finite]
+
+
 def markdown_table(rows: list[dict[str, Any]]) -> str:
-    """The :func:`summarize` table in Markdown, then, for rows with a ``"sweep"`` (:func:`step_sweep`),
-    the mean test accuracy by number of inference steps."""
-    lines = ["| model | parameters | test accuracy (%) | runs | non-finite |", "|---|---|---|---|---|"]
-    for entry in summarize(rows):
+    """The :func:`summarize` table in Markdown (the column of the main metric), then, for rows with a ``"sweep"``
+    (:func:`step_sweep`), the mean test accuracy by number of inference steps."""
+    table = summarize(rows)
+    metric = "accuracy (%)" if not table or table[0]["metric"] == "accuracy" else f"{table[0]['metric']} (x 100)"
+    lines = [f"| model | parameters | test {metric} | runs | non-finite |", "|---|---|---|---|---|"]
+    for entry in table:
         accuracy = f"{entry['mean']:.1f} ± {entry['std']:.1f}"
         lines.append(
             f"| {entry['variant']} | {entry['parameters']:,} | {accuracy} | {entry['runs']} | {entry['non_finite']} |"

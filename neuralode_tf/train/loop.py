@@ -65,6 +65,10 @@ def train(config: TrainConfig) -> dict[str, Any]:
     last good checkpoint. Checkpoints hold only tensors, plain containers and numbers and are loaded with
     ``torch.load(weights_only=True)``; anything else is refused with :class:`CheckpointError` and not loaded.
 
+    **Scores:** ``result["test_accuracy"]`` (NaN for a regression) and, for each name of the dataset's
+    :attr:`~neuralode_tf.data.Splits.metrics` (``result["metrics"]``, the main one first), ``result["test_<name>"]``
+    (GLUE's CoLA: ``test_matthews``).
+
     **Language models** (``"lm"`` data, :class:`~neuralode_tf.data.TokenWindows`): the validation loss (the mean
     next-token cross-entropy over the validation windows) and the perplexity (its exponential) are computed at the end
     of each epoch and of the run, written to ``metrics.csv`` (columns ``val_loss`` and ``perplexity``, NaN on the
@@ -167,12 +171,15 @@ def train(config: TrainConfig) -> dict[str, Any]:
     signum = _stop_signal(request, device)
     if signum:
         raise TrainingInterrupted(signum, done, checkpoint_path)
-    accuracy, test_loss = scores(model, task, device, config.eval_batch_size)
+    test = scores(model, task, device, config.eval_batch_size)
+    accuracy, test_loss = test["accuracy"], test["loss"]
     result: dict[str, Any] = {
         "preset": config.preset,
         "steps": stop,
         "final_loss": history[-1]["loss"] if history else math.nan,
         "test_accuracy": accuracy,
+        "metrics": list(task.data.metrics),
+        **{f"test_{name}": test[name] for name in task.data.metrics},
         "parameters": sum(p.numel() for p in model.parameters()),
         "world_size": world,
     }
@@ -184,6 +191,8 @@ def train(config: TrainConfig) -> dict[str, Any]:
         _write_metrics(out, history, result)
         if config.progress:
             summary = f"test accuracy {100 * accuracy:.2f}%"
+            if task.data.metrics != ("accuracy",):  # GLUE's scores, x 100 as GLUE reports them
+                summary = ", ".join(f"test {name} {100 * test[name]:.2f}" for name in task.data.metrics)
             if language_model:
                 summary = (
                     f"validation loss {test_loss:.4f}, perplexity {result['perplexity']:.3f}, next-token accuracy "
@@ -197,7 +206,7 @@ def train(config: TrainConfig) -> dict[str, Any]:
 
 def evaluate(model: nn.Module, task: Task, device: torch.device, batch_size: int = 256) -> float:
     """Accuracy on the test split."""
-    return scores(model, task, device, batch_size)[0]
+    return scores(model, task, device, batch_size)["accuracy"]
 
 
 def _accumulate(

@@ -1,18 +1,21 @@
-"""EA-BERT (Wang et al. 2021, §4.2 and Table 4) offline: a local Hugging Face BERT or RoBERTa checkpoint, read
-exactly as an ODE (:func:`~neuralode_tf.models.from_transformers`), with evolving attention added, fine-tuned on
-the tweets sentiment set.
+"""EA-BERT (Wang et al. 2021, §4.2, Tables 3 and 4): a local Hugging Face BERT or RoBERTa checkpoint, read exactly
+as an ODE (:func:`~neuralode_tf.models.from_transformers`), with evolving attention added, fine-tuned on the tweets
+sentiment set offline (``ea_bert_tweets``) or on a GLUE task from its files (``ea_bert_glue``).
 
-``ea_bert_tweets`` fine-tunes the checkpoint folder of ``--set model.checkpoint=PATH``, what ``save_pretrained``
-writes (``config.json``, the weights and the tokenizer's files; nothing is downloaded)::
+Both fine-tune the checkpoint folder of ``--set model.checkpoint=PATH``, what ``save_pretrained`` writes
+(``config.json``, the weights and the tokenizer's files; nothing is downloaded)::
 
     neuralode-tf train ea_bert_tweets --set model.checkpoint=/path/to/bert-base-uncased
     neuralode-tf compare ea_bert_tweets --seeds 0 1 2 --set model.checkpoint=/path/to/bert-base-uncased
+    neuralode-tf compare ea_bert_glue --seeds 0 1 2 --set model.checkpoint=/path/to/bert-base-uncased \
+        data.root=/path/to/glue_data data.task=cola
 
-The model is the folder's ``AutoModelForSequenceClassification`` with a head for the tweets' 3 classes (new, from
-the run's seed, unless the checkpoint has one of that size) and its ``AutoTokenizer``, which tokenises the tweets
-(:func:`~neuralode_tf.data.tweets_bytes`: the texts of :func:`~neuralode_tf.data.tweets`, same split) at every
-forward (:class:`PretrainedTextClassifier`). The variants (``--set model.variant=NAME``, or all of them with
-``neuralode-tf compare``) are the rows of Table 4:
+The model is the folder's ``AutoModelForSequenceClassification`` with a head for the dataset's classes (one output
+for STS-B's regression; new, from the run's seed, unless the checkpoint has one of that size) and its
+``AutoTokenizer``, which tokenises the texts (:func:`~neuralode_tf.data.tweets_raw`: the tweets of
+:func:`~neuralode_tf.data.tweets`, same split; :func:`~neuralode_tf.data.load_glue`: a GLUE task's sentences or
+sentence pairs) at every forward (:class:`PretrainedTextClassifier`). The variants (``--set model.variant=NAME``, or
+all of them with ``neuralode-tf compare``) are the rows of Table 4:
 
 ==================  ==========================================  ==============================
 variant             model                                       Table 4
@@ -29,21 +32,27 @@ variant             model                                       Table 4
 in an appendix not at hand): they perturb the pretrained attention least while the convolutions are still random,
 and are the values of the paper's EA-Transformer-Lite (§4.3). Not tuned here; ``--set model.alpha=0.2
 model.beta=0.4`` runs another point of the grid. The first block has no convolution (see
-:mod:`neuralode_tf.models.huggingface.evolving`). **Training** from §4.2's grid: lr 2e-5, batch 16, 2 epochs (3,814
-steps on the 30,526 training tweets), AdamW with ε = 1e-8; with BERT's usual fine-tuning settings where the paper
-gives none: 10% linear warm-up (380 steps), weight decay 0.01, gradient clipping at 1. Dropout is the checkpoint's
-(0.1 in BERT's configurations, the paper's ratio). BERT-Base scale wants a GPU.
+:mod:`neuralode_tf.models.huggingface.evolving`). **Training** from §4.2's grid ("learning rate {1e-4, 1e-5, 2e-5},
+batch size {8, 16}, training epochs {2, 3, 5}"), AdamW with ε = 1e-8, and BERT's usual fine-tuning settings where the
+paper gives none: weight decay 0.01, gradient clipping at 1, at most 128 tokens per example. Dropout is the
+checkpoint's (0.1 in BERT's configurations, the paper's ratio). ``ea_bert_tweets``: lr 2e-5, batch 16, 2 epochs
+(3,814 steps on the 30,526 training tweets) with a 10% linear warm-up (380 steps). ``ea_bert_glue``: lr 2e-5, batch
+16, 3 epochs, no warm-up (its length would depend on the task: ``--set warmup_steps=N``), CoLA unless ``data.task``
+names another of :data:`~neuralode_tf.data.GLUE_TASKS`; the test scores are the development set's, by the task's
+GLUE metrics (``test_matthews`` for CoLA, ``test_f1`` and ``test_accuracy`` for MRPC, ...). BERT-Base scale wants a
+GPU.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from torch import Tensor, nn
 
-from ..data import Splits, decode_bytes
+from ..data import Splits
+from ..data.splits import Text
 from ..models import from_transformers
 from ._preset import Preset, make_preset
 from .config import ConfigError
@@ -73,18 +82,19 @@ def _ablations(ea: Mapping[str, Any]) -> dict[str, dict[str, Any] | None]:
 
 
 class PretrainedTextClassifier(nn.Module):
-    """A local checkpoint's sequence classifier read as an ODE, which tokenises its text itself.
+    """A local checkpoint's sequence classifier read as an ODE, which tokenises its texts itself.
 
-    ``forward(tokens, key_padding_mask)`` takes rows of :func:`~neuralode_tf.data.tweets_bytes` (a batch of the
-    ``"tokens"`` layout), decodes their texts, tokenises them with the checkpoint's tokenizer (padded to the
-    batch's longest, truncated at ``max_length``) and returns the converted model's logits ``(B, num_labels)``.
+    ``forward(texts)`` takes a batch of a ``"text"`` dataset (:class:`~neuralode_tf.data.TextSplit`): strings, or
+    pairs of strings, which the checkpoint's tokenizer joins as it was pretrained to (BERT: ``[CLS] a [SEP] b
+    [SEP]`` with segment ids 0 and 1). The batch is padded to its longest encoding and truncated at ``max_length``
+    tokens (pairs: the longer text first); the converted model's logits ``(B, num_labels)`` are returned.
 
     Args:
         checkpoint: The folder (``save_pretrained``'s output) holding the model and its tokenizer.
-        num_labels: Classes of the head; a checkpoint without a head of this size gets a new one, initialised from
-            torch's random state.
+        num_labels: Classes of the head, 1 for a regression (STS-B); a checkpoint without a head of this size gets
+            a new one, initialised from torch's random state.
         evolving: :func:`~neuralode_tf.models.from_transformers`'s ``evolving`` settings, or ``None``.
-        max_length: Tokens per text at most.
+        max_length: Tokens per example at most.
         **solve_options: :func:`~neuralode_tf.models.from_transformers`'s solve settings (``method``, ``steps``, ...).
 
     Attributes:
@@ -120,11 +130,19 @@ class PretrainedTextClassifier(nn.Module):
         self.converted = from_transformers(hf_model, evolving=evolving, **solve_options)
         self.max_length = max_length
 
-    def forward(self, tokens: Tensor, key_padding_mask: Tensor) -> Tensor:
-        texts = decode_bytes(tokens, key_padding_mask)
-        encoded = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
-        device = tokens.device
-        return self.converted(encoded["input_ids"].to(device), encoded["attention_mask"].to(device))
+    def forward(self, texts: Sequence[Text]) -> Tensor:
+        pairs = [text for text in texts if isinstance(text, tuple)]
+        if pairs and len(pairs) != len(texts):
+            raise ValueError("a batch holds texts or pairs of texts, not both")
+        columns = (list(texts),) if not pairs else ([a for a, _ in pairs], [b for _, b in pairs])
+        encoded = self.tokenizer(
+            *columns, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
+        )
+        device = next(self.parameters()).device
+        names = ["input_ids", "attention_mask"]
+        if "token_type_ids" in encoded and self.converted.family.token_type_ids:
+            names.append("token_type_ids")  # the segments of a pair (all 0 for one text, the model's default)
+        return self.converted(**{name: encoded[name].to(device) for name in names})
 
 
 def _folder(checkpoint: str | Path | None) -> Path:
@@ -152,28 +170,40 @@ def _ea_bert(
     variants = _ablations(dict(alpha=alpha, beta=beta, kernel_size=kernel_size))
     if variant not in variants:
         raise ValueError(f"unknown variant {variant!r}; valid: {', '.join(variants)}")
-    settings = dict(checkpoint=checkpoint, num_labels=data.num_classes, evolving=variants[variant])
+    num_labels = data.num_classes or 1  # one output for a regression (STS-B)
+    settings = dict(checkpoint=checkpoint, num_labels=num_labels, evolving=variants[variant])
     return PretrainedTextClassifier(**{**settings, **overrides})
 
+
+_FINE_TUNING: dict[str, Any] = dict(batch_size=16, lr=2e-5, weight_decay=0.01, eval_batch_size=64)
 
 BERT_PRESETS: dict[str, Preset] = {
     "ea_bert_tweets": make_preset(
         "EA-BERT (Wang et al. §4.2): fine-tune a local BERT/RoBERTa checkpoint with evolving attention (α=β=0.1, 3x3) "
         "on the tweets, 3 classes; variants of Table 4; needs model.checkpoint=<folder of save_pretrained>",
-        "tweets_bytes",
+        "tweets_raw",
         _ea_bert,
         "ea_bert_tweets",
         epochs=2,
-        batch_size=16,
-        lr=2e-5,
-        weight_decay=0.01,
         warmup_steps=380,
-        eval_batch_size=64,
+        **_FINE_TUNING,
+    ),
+    "ea_bert_glue": make_preset(
+        "EA-BERT (Wang et al. §4.2, Tables 3-4): fine-tune a local BERT/RoBERTa checkpoint with evolving attention on "
+        "a GLUE task (data.task=cola, sst2, mrpc, stsb, qqp, mnli, mnli_mismatched, qnli, rte, wnli), scored on its "
+        "development set; needs model.checkpoint=<folder> and data.root=<glue_data>",
+        "glue",
+        _ea_bert,
+        "ea_bert_glue",
+        epochs=3,
+        data={"task": "cola"},
+        **_FINE_TUNING,
     ),
 }
-"""The EA-BERT preset (see the module docstring); :data:`~neuralode_tf.train.PRESETS` lists it."""
+"""The EA-BERT presets (see the module docstring); :data:`~neuralode_tf.train.PRESETS` lists them."""
 
 BERT_VARIANTS: dict[str, dict[str, dict[str, Any]]] = {
-    "ea_bert_tweets": {name: {"variant": name} for name in _ablations(EA_BERT)},
+    name: {variant: {"variant": variant} for variant in _ablations(EA_BERT)} for name in BERT_PRESETS
 }
-"""Table 4's models for ``neuralode-tf compare ea_bert_tweets``, as ``model.variant`` overrides."""
+"""Table 4's models for ``neuralode-tf compare ea_bert_tweets`` and ``ea_bert_glue``, as ``model.variant``
+overrides."""

@@ -4,6 +4,9 @@ The batch layout follows the dataset's :data:`~neuralode_tf.data.Kind`:
 
 * ``image``: ``model(images=x)``; ``signal``: ``model(signal=x)``;
 * ``tokens``: ``model(tokens=x, key_padding_mask=mask)``;
+* ``text``: ``model(texts=[...])``, a list of strings or of pairs of strings, which the model tokenises; targets
+  are class ids, or float scores for a regression (STS-B), whose loss is the mean squared error of the model's
+  single output, as Hugging Face's sequence classifiers with one label compute it;
 * ``points``: ``model(points=torch_geometric.data.Batch)``;
 * ``seq2seq``: ``model(src, tgt_in, src_key_padding_mask, tgt_key_padding_mask)`` with teacher forcing; the
   targets are the next tokens, and padding is ignored by the loss and the accuracy.
@@ -15,6 +18,7 @@ The batch layout follows the dataset's :data:`~neuralode_tf.data.Kind`:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -53,11 +57,25 @@ class Task:
             return _windows(split, rows, device, epoch)
         return _BATCHERS[self.data.kind](split, rows, device)
 
+    @property
+    def regression(self) -> bool:
+        """Whether the targets are float scores (GLUE's STS-B) rather than class ids."""
+        y = getattr(self.data.train, "y", None)
+        return isinstance(y, Tensor) and y.is_floating_point()
+
     def loss(self, logits: Tensor, target: Tensor) -> Tensor:
+        if self.regression:
+            return F.mse_loss(logits.squeeze(-1), target.to(logits.dtype))
         return F.cross_entropy(logits.flatten(0, -2), target.flatten(), ignore_index=_IGNORE)
 
+    def predictions(self, logits: Tensor) -> Tensor:
+        """The predicted class ids, or the predicted scores of a regression."""
+        return logits.squeeze(-1) if self.regression else logits.argmax(-1)
+
     def accuracy(self, logits: Tensor, target: Tensor) -> float:
-        """Fraction of correct predictions (tokens for seq2seq), ignoring padding."""
+        """Fraction of correct predictions (tokens for seq2seq), ignoring padding; NaN for a regression."""
+        if self.regression:
+            return math.nan
         counted = target != _IGNORE
         correct = (logits.argmax(-1) == target) & counted
         return correct.sum().item() / max(1, counted.sum().item())
@@ -89,6 +107,10 @@ def _tokens(split: Any, rows: Tensor, device: torch.device) -> tuple[dict[str, A
     return inputs, split.y[rows].to(device)
 
 
+def _texts(split: Any, rows: Tensor, device: torch.device) -> tuple[dict[str, Any], Tensor]:
+    return {"texts": [split.texts[i] for i in rows.tolist()]}, split.y[rows].to(device)
+
+
 def _points(split: Any, rows: Tensor, device: torch.device) -> tuple[dict[str, Any], Tensor]:
     from torch_geometric.data import Batch
 
@@ -116,6 +138,7 @@ _BATCHERS = {
     "image": _classification("images"),
     "signal": _classification("signal"),
     "tokens": _tokens,
+    "text": _texts,
     "points": _points,
     "seq2seq": _seq2seq,
 }
