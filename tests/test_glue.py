@@ -19,7 +19,31 @@ from tests._huggingface import save_tiny_bert, transformers
 
 pytestmark = pytest.mark.cpu_only("reads files written here and fine-tunes a tiny saved checkpoint")
 
-WORDS = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran", "fast", "slow", "he", "she", "it", "is", "was", "not", "very", "good", "bad", "big", "small", "red", "blue"]
+WORDS = [
+    "the",
+    "cat",
+    "sat",
+    "on",
+    "a",
+    "mat",
+    "dog",
+    "ran",
+    "fast",
+    "slow",
+    "he",
+    "she",
+    "it",
+    "is",
+    "was",
+    "not",
+    "very",
+    "good",
+    "bad",
+    "big",
+    "small",
+    "red",
+    "blue",
+]
 SHORT = ["epochs=1", "batch_size=4", "max_steps=3", "lr=1e-3", "eval_batch_size=8", "progress=false"]
 
 

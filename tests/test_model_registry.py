@@ -350,8 +350,9 @@ def _assert_same_model(built: nn.Module, expected: nn.Module) -> None:
         assert _settings(module) == _settings(other), name
 
 
-_FROM_CHECKPOINTS = {"ea_bert_tweets"}
-"""Presets whose model is read from a saved checkpoint folder (``model.checkpoint``): tests/test_ea_bert_preset.py."""
+_FROM_CHECKPOINTS = {"ea_bert_tweets", "ea_bert_glue"}
+"""Presets whose model is read from a saved checkpoint folder (``model.checkpoint``): tests/test_ea_bert_preset.py and
+tests/test_glue.py."""
 
 
 @pytest.mark.cpu_only("the presets' names, no tensors")

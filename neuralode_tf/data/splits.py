@@ -129,8 +129,8 @@ class Splits:
 
     name: str
     kind: Kind
-    train: TensorSplit | TokenWindows | Sequence[Any]
-    test: TensorSplit | TokenWindows | Sequence[Any]
+    train: TensorSplit | TextSplit | TokenWindows | Sequence[Any]
+    test: TensorSplit | TextSplit | TokenWindows | Sequence[Any]
     description: str
     classes: tuple[str, ...] | None = None
     vocab: Vocabulary | None = None
