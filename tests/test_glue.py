@@ -300,10 +300,11 @@ def test_compare_judges_the_variants_by_the_main_metric(glue_root, checkpoint, t
     assert "test matthews (x 100)" in (tmp_path / "table.md").read_text()
 
 
-def test_the_preset_needs_the_glue_folder(checkpoint, tmp_path):
-    with pytest.raises(ValueError, match="dataset 'glue' is read from files: give their folder with --set data.root"):
+def test_the_preset_needs_the_glue_folder(checkpoint, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
         main(["train", "ea_bert_glue", "--out-dir", str(tmp_path / "run"), "--set", f"model.checkpoint={checkpoint}"])
-    assert not (tmp_path / "run").exists()
+    message = "dataset 'glue' is read from files: give their folder with --set data.root=PATH"
+    assert exit_.value.code == 2 and message in capsys.readouterr().err and not (tmp_path / "run").exists()
     config = PRESETS["ea_bert_glue"].config
     assert (config.lr, config.batch_size, config.epochs) == (2e-5, 16, 3)  # §4.2's grid
     assert PRESETS["ea_bert_glue"].dataset_options == {"task": "cola"}

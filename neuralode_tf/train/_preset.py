@@ -9,7 +9,7 @@ from typing import Any
 from torch import nn
 
 from ..data import STAND_INS, Splits, load
-from .config import TrainConfig, base_settings
+from .config import ConfigError, TrainConfig, base_settings
 
 __all__ = ["Preset", "make_preset"]
 
@@ -33,11 +33,15 @@ class Preset:
     def load_data(self, overrides: dict[str, Any]) -> Splits:
         """The preset's dataset, or with ``name`` in ``overrides`` another one of
         :data:`~neuralode_tf.data.DATASETS` (e.g. ``data.name=mnist data.root=...`` for the real data;
-        the preset's options for its own dataset are then left out)."""
+        the preset's options for its own dataset are then left out).
+
+        Raises:
+            ConfigError: the dataset is read from files and ``root`` is not given (the command line reports it as a
+                usage error, exit code 2)."""
         overrides = dict(overrides)
         name = overrides.pop("name", self.dataset)
         if name not in STAND_INS and "root" not in overrides:
-            raise ValueError(f"dataset {name!r} is read from files: give their folder with --set data.root=PATH")
+            raise ConfigError(f"dataset {name!r} is read from files: give their folder with --set data.root=PATH")
         options = self.dataset_options if name == self.dataset else {}
         return load(name, **{**options, **overrides})
 
