@@ -259,7 +259,12 @@ def test_pairs_reach_the_model_as_bert_segments(glue_root, checkpoint):
     model = PRESETS["ea_bert_glue"].build_model(data, {"checkpoint": str(checkpoint), "variant": "vanilla"}).eval()
     pairs = data.train.texts[:5]
     encoded = model.tokenizer([a for a, _ in pairs], [b for _, b in pairs], padding=True, return_tensors="pt")
-    assert encoded["token_type_ids"].max() == 1
+    first = encoded["input_ids"][0][encoded["attention_mask"][0].bool()].tolist()
+    cls, sep = model.tokenizer.cls_token_id, model.tokenizer.sep_token_id
+    middle = first.index(sep)
+    assert first[0] == cls and first[-1] == sep and first.count(sep) == 2  # [CLS] a [SEP] b [SEP]
+    segments = encoded["token_type_ids"][0][: len(first)].tolist()
+    assert segments == [0] * (middle + 1) + [1] * (len(first) - middle - 1)
     hf = model.converted.hf_model
     assert isinstance(hf, lib.BertForSequenceClassification) and hf.num_labels == 2
     with torch.no_grad():

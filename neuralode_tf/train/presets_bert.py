@@ -87,7 +87,8 @@ class PretrainedTextClassifier(nn.Module):
     ``forward(texts)`` takes a batch of a ``"text"`` dataset (:class:`~neuralode_tf.data.TextSplit`): strings, or
     pairs of strings, which the checkpoint's tokenizer joins as it was pretrained to (BERT: ``[CLS] a [SEP] b
     [SEP]`` with segment ids 0 and 1). The batch is padded to its longest encoding and truncated at ``max_length``
-    tokens (pairs: the longer text first); the converted model's logits ``(B, num_labels)`` are returned.
+    tokens (pairs: Hugging Face's ``"longest_first"``, which shortens the longer text first); the converted model's
+    logits ``(B, num_labels)`` are returned.
 
     Args:
         checkpoint: The folder (``save_pretrained``'s output) holding the model and its tokenizer.
@@ -136,7 +137,7 @@ class PretrainedTextClassifier(nn.Module):
             raise ValueError("a batch holds texts or pairs of texts, not both")
         columns = (list(texts),) if not pairs else ([a for a, _ in pairs], [b for _, b in pairs])
         encoded = self.tokenizer(
-            *columns, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
+            *columns, padding=True, truncation="longest_first", max_length=self.max_length, return_tensors="pt"
         )
         device = next(self.parameters()).device
         names = ["input_ids", "attention_mask"]
