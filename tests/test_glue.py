@@ -173,6 +173,20 @@ def test_every_task_reads_its_columns_labels_and_metrics(glue_root):
                 assert data.classes == ("entailment", "not_entailment")
             assert data.train.y.tolist() == labels
     assert load_glue(glue_root / "glue_data", "mnli").test.texts != load_glue(glue_root, "mnli_mismatched").test.texts
+    hugging_face_label_names = {  # the class names of Hugging Face's GLUE configurations, in id order
+        "cola": ("unacceptable", "acceptable"),
+        "sst2": ("negative", "positive"),
+        "mrpc": ("not_equivalent", "equivalent"),
+        "stsb": None,
+        "qqp": ("not_duplicate", "duplicate"),
+        "mnli": ("entailment", "neutral", "contradiction"),
+        "mnli_mismatched": ("entailment", "neutral", "contradiction"),
+        "qnli": ("entailment", "not_entailment"),
+        "rte": ("entailment", "not_entailment"),
+        "wnli": ("not_entailment", "entailment"),
+    }
+    assert {task: spec.classes for task, spec in GLUE_TASKS.items()} == hugging_face_label_names
+    assert [task for task, spec in GLUE_TASKS.items() if not spec.header] == ["cola"]
     assert GLUE_TASKS["cola"].metrics == ("matthews",) and GLUE_TASKS["mrpc"].metrics == ("f1", "accuracy")
     assert GLUE_TASKS["stsb"].metrics == ("pearson", "spearman") and GLUE_TASKS["qqp"].metrics == ("f1", "accuracy")
 
@@ -236,6 +250,7 @@ def test_the_metrics_equal_scikit_learn_and_scipy():
     assert METRICS["matthews"](same, torch.tensor([0, 1, 0, 1, 1])) == 0.0  # one predicted class: 0, as sklearn
     assert METRICS["f1"](torch.zeros(4, dtype=torch.long), torch.zeros(4, dtype=torch.long)) == 0.0
     assert METRICS["matthews"](torch.tensor([0, 1, 1, 0]), torch.tensor([0, 1, 1, 0])) == 1.0
+    assert math.isnan(METRICS["pearson"](torch.ones(4), torch.arange(4.0)))  # a constant: NaN
 
 
 def test_a_regression_task_takes_the_mean_squared_error():
@@ -270,6 +285,19 @@ def test_pairs_reach_the_model_as_bert_segments(glue_root, checkpoint):
     with torch.no_grad():
         difference = (model(pairs) - hf(**encoded).logits).abs().max().item()
     assert difference <= 1e-5, difference
+    assert model.max_length == 128
+    model.max_length = 6  # pairs truncated longest-first: the longer text loses its tokens first
+    short = model.tokenizer(
+        [a for a, _ in pairs],
+        [b for _, b in pairs],
+        padding=True,
+        truncation="longest_first",
+        max_length=6,
+        return_tensors="pt",
+    )
+    assert short["input_ids"].shape[-1] == 6
+    with torch.no_grad():
+        assert (model(pairs) - hf(**short).logits).abs().max().item() <= 1e-5
     with pytest.raises(ValueError, match="texts or pairs of texts, not both"):
         model([pairs[0], "one text"])
 
@@ -312,4 +340,5 @@ def test_the_preset_needs_the_glue_folder(checkpoint, tmp_path, capsys):
     assert exit_.value.code == 2 and message in capsys.readouterr().err and not (tmp_path / "run").exists()
     config = PRESETS["ea_bert_glue"].config
     assert (config.lr, config.batch_size, config.epochs) == (2e-5, 16, 3)  # §4.2's grid
+    assert (config.warmup_steps, config.warmup_epochs, config.weight_decay, config.grad_clip) == (0, 0, 0.01, 1.0)
     assert PRESETS["ea_bert_glue"].dataset_options == {"task": "cola"}

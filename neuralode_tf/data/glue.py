@@ -41,6 +41,11 @@ class _Task:
     metrics: tuple[str, ...]
     dev: str = "dev"
 
+    @property
+    def header(self) -> bool:
+        """Whether the files start with a header naming the columns (every task's but CoLA's)."""
+        return isinstance(self.label, str)
+
 
 _BINARY = ("0", "1")
 _NLI = ("entailment", "not_entailment")
@@ -122,8 +127,8 @@ def _read(path: Path, spec: _Task) -> tuple[TextSplit, int]:
         rows = list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
     if not rows:
         raise DatasetFormatError(f"{path} is empty; expected {_LAYOUT}")
-    columns = _columns(path, spec, rows[0] if isinstance(spec.label, str) else None)
-    rows = rows[1:] if isinstance(spec.label, str) else rows
+    columns = _columns(path, spec, rows[0] if spec.header else None)
+    rows = rows[1:] if spec.header else rows
     needed = max(columns) + 1
     complete = [row for row in rows if len(row) >= needed]
     skipped = len(rows) - len(complete)

@@ -190,14 +190,15 @@ def train(config: TrainConfig) -> dict[str, Any]:
     if rank == 0:
         _write_metrics(out, history, result)
         if config.progress:
-            summary = f"test accuracy {100 * accuracy:.2f}%"
-            if task.data.metrics != ("accuracy",):  # GLUE's scores, x 100 as GLUE reports them
-                summary = ", ".join(f"test {name} {100 * test[name]:.2f}" for name in task.data.metrics)
             if language_model:
                 summary = (
                     f"validation loss {test_loss:.4f}, perplexity {result['perplexity']:.3f}, next-token accuracy "
                     f"{100 * accuracy:.2f}%"
                 )
+            elif task.data.metrics == ("accuracy",):
+                summary = f"test accuracy {100 * accuracy:.2f}%"
+            else:  # GLUE's scores, x 100 as GLUE reports them
+                summary = ", ".join(f"test {name} {100 * test[name]:.2f}" for name in task.data.metrics)
             print(f"{config.preset}: {summary} ({result['parameters']:,} parameters, {stop} steps)")
     if world > 1:
         dist.barrier()

@@ -77,7 +77,7 @@ class Task:
         if self.regression:
             return math.nan
         counted = target != _IGNORE
-        correct = (logits.argmax(-1) == target) & counted
+        correct = (self.predictions(logits) == target) & counted
         return correct.sum().item() / max(1, counted.sum().item())
 
     def count(self, target: Tensor) -> int:
