@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from torch import Tensor, nn
 
 from .._typing import Field, State
 from ._state import check_like, leaves
 from .errors import MaxStepsExceededError
 from .solution import Stats
+
+CALLBACKS = ("callback_step", "callback_accept_step", "callback_reject_step")
+"""torchdiffeq's step callbacks, which a field may define: called with ``(t0, y0, dt)`` of each step attempted,
+accepted or rejected (torchdiffeq also looks for each name with ``_adjoint`` appended, for the backward solve)."""
+
+
+def defined_callbacks(field: object) -> list[str]:
+    """The names of torchdiffeq's step callbacks (and their ``*_adjoint`` versions) that ``field`` defines."""
+    names = [*CALLBACKS, *(name + "_adjoint" for name in CALLBACKS)]
+    return [name for name in names if callable(getattr(field, name, None))]
 
 
 class CountingField(nn.Module):
@@ -16,7 +28,8 @@ class CountingField(nn.Module):
     * Evaluations are counted into ``stats.nfe`` during the forward solve and into
       ``stats.nfe_backward`` once :meth:`start_backward` has been called.
     * The first output is checked against the state's metadata (no device sync).
-    * ``callback_*`` are torchdiffeq's step hooks: they count steps and enforce ``max_steps``.
+    * ``callback_*`` are torchdiffeq's step hooks: they count steps, enforce ``max_steps``, then call the
+      field's own hook of that name if it has one; the field's ``*_adjoint`` hooks are offered as they are.
     * ``last_t`` keeps the time of the latest forward evaluation for error messages; it is only
       read on the error path.
     * On an XLA device every evaluation starts with ``torch_xla.sync()`` (:func:`_xla_sync`).
@@ -31,6 +44,10 @@ class CountingField(nn.Module):
         self.last_t: Tensor | None = None
         self._checked = False
         self._backward = False
+        self._hooks: dict[str, list[Callable]] = {name: [getattr(field, name)] for name in defined_callbacks(field)}
+        for name, (hook,) in self._hooks.items():
+            if name.endswith("_adjoint"):
+                setattr(self, name, hook)
 
     def forward(self, t: Tensor, y: State) -> State:
         _xla_sync(y)
@@ -55,15 +72,26 @@ class CountingField(nn.Module):
         if self.max_steps is not None and self.attempted_steps > self.max_steps:
             raise MaxStepsExceededError(
                 f"the adaptive solve exceeded max_steps={self.max_steps} at t={float(t0.detach()):.6g} after "
-                f"{self.stats.nfe} evaluations; raise max_steps, loosen rtol/atol, or check the field "
-                "for stiffness or blow-up"
+                f"{self.stats.nfe} evaluations; pass a larger max_steps= to solve (e.g. max_steps="
+                f"{4 * self.max_steps}), loosen rtol/atol, or check the field for stiffness or blow-up"
             )
+        self._call_own("callback_step", t0, y0, dt)
 
     def callback_accept_step(self, t0: Tensor, y0: State, dt: Tensor) -> None:
         self.stats.n_accepted += 1
+        self._call_own("callback_accept_step", t0, y0, dt)
 
     def callback_reject_step(self, t0: Tensor, y0: State, dt: Tensor) -> None:
         self.stats.n_rejected += 1
+        self._call_own("callback_reject_step", t0, y0, dt)
+
+    def add_hook(self, name: str, hook: Callable[[Tensor, State, Tensor], None]) -> None:
+        """Call ``hook(t0, y0, dt)`` from the step callback ``name`` too, after the field's own."""
+        self._hooks.setdefault(name, []).append(hook)
+
+    def _call_own(self, name: str, t0: Tensor, y0: State, dt: Tensor) -> None:
+        for hook in self._hooks.get(name, ()):
+            hook(t0, y0, dt)
 
 
 def _xla_sync(y: State) -> None:

@@ -11,12 +11,15 @@ read-only views of it. A new backend is one module that builds a :class:`Backend
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from .._typing import Field, State
 from .errors import SolverConfigError
 from .solution import Stats
+
+if TYPE_CHECKING:
+    from .dense import Trajectory
 
 __all__ = [
     "Backend",
@@ -46,9 +49,11 @@ class Settings:
         substep, checkpoints, seminorm, max_steps, dt0: As given to ``solve``, checked.
         rtol, atol: The tolerances, defaults filled in.
         adjoint: The gradient mode, one of the backend's ``gradients``.
-        per_sample: Per-sample step sizes (``per_sample=None`` resolved); False where not offered.
+        per_sample: Per-sample step sizes (as given; False where not offered).
         options: The library's own options (``{}`` unless the backend passes ``options``).
         compile: ``False``, ``True`` or a dict of :func:`torch.compile` options (only where offered).
+        trajectory: Where a backend that offers ``dense`` records its nodes (``Trajectory.add``; it stops stepping
+            once that returns True, an event's sign change), or ``None`` when not asked for.
     """
 
     method: str
@@ -64,6 +69,7 @@ class Settings:
     dt0: float | None
     options: dict[str, Any]
     compile: bool | dict[str, Any]
+    trajectory: Trajectory | None = None
 
     @property
     def grid_step(self) -> float:
@@ -101,6 +107,11 @@ class Backend:
         per_sample: Whether it steps each sample along dim 0 on its own (``per_sample``).
         options: Whether it passes ``options`` through to the library.
         compile: Whether it takes ``compile``.
+        dense: Methods whose steps it records, for dense output and events (``dense=``, ``event=``).
+        callbacks: Whether it calls torchdiffeq's step callbacks (``callback_step``, ...) that a field defines;
+            ``solve`` refuses such a field on a backend that would ignore them.
+        refused: Method names it does not take, each with the reason and what to ask for instead (a name that
+            means another method in the library behind it), for the error message.
         concatenates: Whether it integrates the tensors of a tuple state concatenated into one, so they need one
             dtype and one element at least.
         counts_ahead: Whether ``solve`` fills in ``stats.nfe`` and ``stats.n_accepted`` before stepping (a fixed
@@ -119,6 +130,9 @@ class Backend:
     per_sample: bool = False
     options: bool = False
     compile: bool = False
+    dense: frozenset[str] = frozenset()
+    callbacks: bool = False
+    refused: Mapping[str, str] = field(default_factory=dict)
     concatenates: bool = False
     counts_ahead: bool = False
 
@@ -130,6 +144,7 @@ class Backend:
             ("takes_dt0", self.takes_dt0, adaptive),
             ("toleranced", self.toleranced, set(self.fixed_grid)),
             ("outside_autograd", self.outside_autograd, set(self.methods)),
+            ("dense", self.dense, set(self.methods)),
         ]
         if not self.name or self.name == "auto":
             raise ValueError(f"a backend needs a name other than '' and 'auto', got {self.name!r}")

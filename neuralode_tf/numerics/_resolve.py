@@ -20,7 +20,7 @@ def resolve_backend(
     adjoint: str = "backprop",
     substep: str | None = None,
     seminorm: bool = False,
-    per_sample: bool | None = None,
+    per_sample: bool = False,
 ) -> str:
     """The backend :func:`solve` runs with these settings; raises :class:`SolverConfigError` if none can.
 
@@ -28,7 +28,9 @@ def resolve_backend(
     the gradient mode ``adjoint``, and ``seminorm`` and ``per_sample`` where they are asked for.
     """
     if backend != "auto":
-        get_backend(backend)  # an unknown name: the registered ones are the valid choices
+        forced = get_backend(backend)  # an unknown name: the registered ones are the valid choices
+        if method in forced.refused:
+            raise SolverConfigError(f"backend {backend!r} has no method {method!r}: {forced.refused[method]}")
     all_methods = sorted({m for b in registered() for m in b.methods})
     if method not in all_methods:
         raise SolverConfigError(f"unknown method {method!r}; valid: {quoted(all_methods)}")

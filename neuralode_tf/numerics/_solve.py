@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import torch
@@ -15,10 +15,14 @@ from ._field_checks import check_field, check_field_matches_state
 from ._nonfinite import raise_if_nonfinite
 from ._registry import Settings, get_backend
 from ._resolve import resolve_backend
-from ._state import surely_finite
+from ._state import surely_finite, tree_map, unstack
 from .causality import _warn_if_causal
 from .errors import NonFiniteStateError, SolveError
+from .dense import Trajectory
+from .events import locate_event
 from .solution import Solution, Stats
+from ._time_gradients import shifted_outputs, shifted_start, wants_time_gradients
+from ..protocols import jump_times_of
 
 __all__ = ["solve"]
 
@@ -38,11 +42,13 @@ def solve(
     adjoint: Literal["backprop", "checkpoint", "adjoint"] = "backprop",
     checkpoints: int | None = None,
     seminorm: bool = False,
-    per_sample: bool | None = None,
+    per_sample: bool = False,
     max_steps: int = 10_000,
     dt0: float | None = None,
     options: dict[str, Any] | None = None,
     compile: bool | dict[str, Any] = False,
+    dense: bool = False,
+    event: Callable[[Tensor, State], Tensor] | None = None,
 ) -> Solution:
     """Integrate ``dy/dt = field(t, y)`` from ``y(t[0]) = y0`` and return ``y`` at every time in ``t``.
 
@@ -105,9 +111,11 @@ def solve(
             layer of ``benchmarks/suite.py``, whose section 3b gives the memory/time table), so a budget
             of tens of states costs little memory. Not on XLA, whose checkpoint does not nest.
         seminorm: With torchdiffeq's adjoint, use the seminorm of Kidger et al. (2021).
-        per_sample: torchode only: per-sample step sizes along dim 0 of ``y0``. The default
-            ``None`` turns it on where every tensor of ``y0`` has a dim 0 of one size, and off
-            where not (a 0-dim state: one sample).
+        per_sample: torchode only: each sample along dim 0 of ``y0`` gets its own step sizes and
+            accept/reject decisions, so one hard sample does not force small steps on the batch; the
+            field then gets ``t`` as a ``(batch,)`` tensor. Only right where the rows of ``y0`` are
+            independent samples, which the library cannot tell from a shape: off by default (one step
+            size for the whole state, as torchdiffeq), on only when asked for.
         max_steps: Most steps an adaptive solve may take, rejected ones included (a positive integer).
         dt0: First step of an adaptive Runge-Kutta method, positive (default: chosen by the backend).
         options: Extra torchdiffeq options passed through (torchdiffeq only). ``first_step`` is
@@ -126,9 +134,22 @@ def solve(
             ``requires_grad``, train/eval, structure, hooks) are not noticed: do it only for a field
             that stays as it is.
 
+        dense: Keep the solve's steps, so that :meth:`Solution.evaluate` gives the state at any time of the
+            span (:mod:`~neuralode_tf.numerics.dense`: cubic Hermite through the steps, order ``min(p, 4)``).
+            Built-in and torchdiffeq backends, ``adjoint="backprop"``, not compiled.
+        event: A terminal event ``g(t, y) -> 0-dim tensor``: the solve stops where ``g`` changes sign
+            (:mod:`~neuralode_tf.numerics.events`), and ``Solution.event_t`` is that time, differentiable.
+            ``t`` is then ``[t0, t_max]``; ``ys`` holds ``y0`` and the state at the event (at ``t_max`` if
+            none). Same backends and gradients as ``dense``.
+
+    Gradients with respect to ``t`` (a tensor that requires grad: a learnable depth or start) are
+    ``dy(t_i)/dt_i = f(t_i, y(t_i))`` and ``dy(t_i)/dt_0 = -∂y(t_i)/∂y0 · f(t0, y0)``, with every
+    gradient method (:mod:`~neuralode_tf.numerics._time_gradients`).
+
     Returns:
         A :class:`Solution` with ``ys`` (the state at each time in ``t``, stacked along dim 0),
-        ``y1`` (the final state) and ``stats``.
+        ``y1`` (the final state) and ``stats``; with ``dense=True`` its ``evaluate(t)``, with ``event``
+        its ``event_t``.
 
     Raises:
         InvalidFieldError: ``field`` cannot be called as ``field(t, y)``.
@@ -144,6 +165,7 @@ def solve(
     """
     check_field(field)
     _validate.check_state(y0)
+    _validate.check_dense_and_event(dense, event)
     check_field_matches_state(field, y0)
     times = _validate.check_times(t, y0)
     _validate.check_flags(seminorm, per_sample, max_steps)
@@ -155,6 +177,8 @@ def solve(
     )
     per_sample = _validate.check_state_for_backend(y0, chosen, per_sample)
     check_compile(compile, method, chosen)
+    _validate.check_callbacks(field, chosen)
+    _validate.check_recording(dense or event is not None, method, chosen, adjoint, compile, times, event)
     fixed = method in chosen.fixed_grid
     step = _validate.step_size(method, fixed, times, step_size, steps)
     rtol, atol = _validate.tolerances(method, chosen, fixed, rtol, atol, y0)
@@ -162,6 +186,11 @@ def solve(
     _validate.check_gradients(method, chosen, adjoint, field, y0)
     if step is None:
         _warn_if_causal(field, method)
+    stats = Stats(backend=chosen.name)
+    time_gradients = wants_time_gradients(t)
+    if time_gradients:
+        y0 = shifted_start(field, y0, t[0], stats)  # type: ignore[index]
+    trajectory = Trajectory(field, jump_times_of(field), stats, event) if dense or event else None
     settings = Settings(
         method=method,
         step_size=step,
@@ -176,8 +205,8 @@ def solve(
         dt0=dt0,
         options=options,
         compile=compile,
+        trajectory=trajectory,
     )
-    stats = Stats(backend=chosen.name)
     try:
         ys = chosen.solve(field, y0, times, settings, stats)
     except SolveError as err:
@@ -188,4 +217,14 @@ def solve(
     if not surely_finite(ys if isinstance(ys, list) else [ys]):
         raise_if_nonfinite(chosen, field, y0, times, settings, stats, None)
         raise NonFiniteStateError("NaN or Inf appeared in the solution, but a replay of the solve could not locate it")
-    return Solution(ts=torch.tensor(times, dtype=torch.float64), ys=ys, stats=stats)
+    ts = torch.tensor(times, dtype=torch.float64)
+    event_t = None
+    if trajectory is not None:
+        if not trajectory.fired:
+            trajectory.add(times[-1], ys[-1] if isinstance(ys, list) else tree_map(lambda y: y[-1], ys))
+        if trajectory.fired:
+            event_t, y_event = locate_event(trajectory, event)
+            ys, ts = [y0, y_event], torch.stack([ts[0], event_t.detach().double()])
+    if time_gradients:
+        ys = shifted_outputs(field, ys if isinstance(ys, list) else list(unstack(ys)), t, stats)  # type: ignore[arg-type]
+    return Solution(ts=ts, ys=ys, stats=stats, trajectory=trajectory if dense else None, event_t=event_t)

@@ -49,6 +49,13 @@ def stack(states: list[State]) -> State:
     return rebuild(states[0], [torch.stack(xs) for xs in zip(*map(leaves, states))])
 
 
+def unstack(ys: State) -> list[State]:
+    """The states along dim 0 of a stacked state, one by one (the inverse of :func:`stack`)."""
+    if isinstance(ys, tuple):
+        return [tuple(parts) for parts in zip(*(leaf.unbind(0) for leaf in ys))]
+    return list(ys.unbind(0))
+
+
 def all_finite(y: State) -> Tensor:
     """A 0-dim bool tensor, on the state's device (no host synchronisation)."""
     flags = [torch.isfinite(leaf).all() for leaf in leaves(y)]

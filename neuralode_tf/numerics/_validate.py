@@ -16,7 +16,8 @@ import torch
 from torch import Tensor, nn
 
 from ._checkpointing import MAX_REPETITIONS, repetitions
-from ._registry import Backend, offering
+from ._counting import defined_callbacks
+from ._registry import Backend, offering, registered
 from ._state import State, leaves
 from .errors import InvalidStateError, InvalidTimesError, SolverConfigError
 
@@ -73,8 +74,8 @@ def check_flags(seminorm: object, per_sample: object, max_steps: object) -> None
     """Types of the switches and of ``max_steps``."""
     if not isinstance(seminorm, bool):
         raise SolverConfigError(f"seminorm must be True or False, got {seminorm!r}")
-    if per_sample is not None and not isinstance(per_sample, bool):
-        raise SolverConfigError(f"per_sample must be True, False or None, got {per_sample!r}")
+    if not isinstance(per_sample, bool):
+        raise SolverConfigError(f"per_sample must be True or False, got {per_sample!r}")
     if not _is_int(max_steps) or max_steps < 1:
         raise SolverConfigError(f"max_steps must be a positive integer, got {max_steps!r}")
 
@@ -114,13 +115,12 @@ def check_checkpoint_depth(checkpoints: int | None, n_steps: int) -> None:
     )
 
 
-def check_state_for_backend(y0: State, backend: Backend, per_sample: bool | None) -> bool:
+def check_state_for_backend(y0: State, backend: Backend, per_sample: bool) -> bool:
     """What ``backend`` needs of ``y0``; returns its ``per_sample`` (False where it has none).
 
     A backend that concatenates the tensors of a tuple state (torchdiffeq, torchode) needs one dtype, and
-    at least one element. Per-sample stepping (torchode's) needs a batch dimension, the first of every
-    tensor of ``y0`` and of one size: by default it is on where there is one and off where not (a
-    0-dim state, a tuple with different leading sizes).
+    at least one element. Per-sample stepping (torchode's, only when asked for) needs a batch dimension,
+    the first of every tensor of ``y0`` and of one size.
     """
     tensors = leaves(y0)
     if backend.concatenates and len({x.dtype for x in tensors}) > 1:
@@ -139,7 +139,7 @@ def check_state_for_backend(y0: State, backend: Backend, per_sample: bool | None
             f"per_sample=True steps each sample along dim 0 of y0, which needs every tensor of y0 to have that "
             f"dimension, of one size; got shapes {[tuple(x.shape) for x in tensors]}. Pass per_sample=False"
         )
-    return batched if per_sample is None else per_sample
+    return per_sample
 
 
 def step_size(method: str, fixed: bool, times: list[float], step_size: object, steps: object) -> float | None:
@@ -229,6 +229,50 @@ def check_gradients(method: str, backend: Backend, adjoint: str, field: object, 
         raise SolverConfigError(
             f"method {method!r} runs outside autograd, so adjoint='backprop' would give no gradient: use "
             "adjoint='adjoint', or solve under torch.no_grad()"
+        )
+
+
+def check_dense_and_event(dense: object, event: object) -> None:
+    """Types of ``dense`` and ``event``."""
+    if not isinstance(dense, bool):
+        raise SolverConfigError(f"dense must be True or False, got {dense!r}")
+    if event is not None and not callable(event):
+        raise SolverConfigError(f"event must be a callable g(t, y) -> 0-dim tensor, or None; got {type(event).__name__}")
+
+
+def check_callbacks(field: object, backend: Backend) -> None:
+    """Refuse torchdiffeq's step callbacks on a field where the backend would never call them."""
+    names = defined_callbacks(field)
+    if names and not backend.callbacks:
+        raise SolverConfigError(
+            f"the field defines {names}, torchdiffeq's step callbacks, which the {backend.name} backend never "
+            f"calls: use backend={offering('callbacks')!r}, or remove them"
+        )
+
+
+def check_recording(
+    recording: bool, method: str, backend: Backend, adjoint: str, compile: object, times: list[float], event: object
+) -> None:
+    """What dense output and events need: a backend that records the steps of ``method``, autograd through the
+    steps (``adjoint="backprop"``), an eager march, and for an event the span ``[t0, t_max]`` alone."""
+    if not recording:
+        return
+    what = "event=" if event is not None else "dense=True"
+    if method not in backend.dense:
+        raise SolverConfigError(
+            f"{what} needs the steps of the solve, which {backend.name!r} does not give for method {method!r}; "
+            f"the backends that do: {', '.join(b.name for b in registered() if b.dense)}"
+        )
+    if adjoint != "backprop":
+        raise SolverConfigError(
+            f"{what} interpolates the forward solve's own steps, which adjoint={adjoint!r} does not keep for "
+            "backward: use adjoint='backprop'"
+        )
+    if compile is not False:
+        raise SolverConfigError(f"{what} records the steps one by one, which a compiled march does not: compile=False")
+    if event is not None and len(times) != 2:
+        raise InvalidTimesError(
+            f"with event=, t is the span [t0, t_max] in which the event is looked for; got {len(times)} times"
         )
 
 

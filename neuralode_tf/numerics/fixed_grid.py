@@ -24,15 +24,17 @@ Orders, which researchers often get wrong:
   standard pre-norm block ``x + attn(x)`` then ``+ mlp(.)``.
 
 **Time.** Stage ``i`` of a sub-step over ``[a, a + h]`` sees ``t = a + c_i h``. A stage with
-``c_i = 1`` sees the left limit ``nextafter(a + h, -inf)``, so a field that is piecewise constant
-in time (weight sharing across depth) uses the piece of the current step at the step's end, as
-torchdiffeq's ``perturb`` option does. Times are 0-dim float64 tensors on the CPU, so reading them
-never synchronises an accelerator; under ``solve(..., compile=True)`` they are Python floats, constants
-of the compiled graph. A field gets them as ``t`` and may ignore them.
+``c_i = 1`` sees the left limit, the largest number below ``a + h`` in the time's dtype, so a field that is
+piecewise constant in time (weight sharing across depth) uses the piece of the current step at the step's
+end, as torchdiffeq's ``perturb`` option does. Times are 0-dim CPU tensors in the state's dtype (the widest
+of a tuple's), as torchdiffeq gives them, so a 0-dim float32 state is not promoted by its time and reading
+a time never synchronises an accelerator; under ``solve(..., compile=True)`` they are Python floats,
+constants of the compiled graph. A field gets them as ``t`` and may ignore them.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -42,10 +44,10 @@ from torch import Tensor
 
 from .._typing import Field, State
 from ._checkpointing import Plan, Step, checkpointed, run
-from ._state import axpy, check_like
+from ._state import axpy, check_like, leaves
 from .tableaus import ButcherTableau
 
-__all__ = ["SplittingScheme", "SPLITTING_SCHEMES", "rk_step", "splitting_step", "integrate"]
+__all__ = ["SplittingScheme", "SPLITTING_SCHEMES", "rk_step", "splitting_step", "integrate", "time_dtype"]
 
 SubStep = tuple[int, float, float]
 """``(part, start, length)`` of one sub-step: part ``part`` advanced over ``[t + start h, t + (start + length) h]``."""
@@ -86,28 +88,44 @@ SPLITTING_SCHEMES: dict[str, SplittingScheme] = {
 (:func:`~neuralode_tf.numerics.backends.builtin.register_splitting_scheme` adds one)."""
 
 
-def _time(value: float) -> Tensor | float:
+def _time(value: float, dtype: torch.dtype, left_limit: bool) -> Tensor | float:
+    """The time ``value`` as a field sees it: a 0-dim tensor of ``dtype``, or just below ``value`` in ``dtype``."""
     if torch.compiler.is_compiling():
-        return value  # a constant of the compiled graph; a tensor here would break it at every float(t)
-    return torch.tensor(value, dtype=torch.float64)
+        # A constant of the compiled graph; a tensor here would break it at every float(t).
+        return math.nextafter(value, -math.inf) if left_limit else value
+    t = torch.tensor(value, dtype=dtype)
+    return torch.nextafter(t, t.new_tensor(-math.inf)) if left_limit else t
 
 
-def rk_step(field: Field, t: float, h: float, y: State, tableau: ButcherTableau) -> State:
-    """One explicit Runge-Kutta step of size ``h`` from ``(t, y)``."""
+def time_dtype(y: State) -> torch.dtype:
+    """The dtype of the times a field is given with state ``y``: the state's (the widest of a tuple's)."""
+    dtypes = [leaf.dtype for leaf in leaves(y)]
+    return functools.reduce(torch.promote_types, dtypes[1:], dtypes[0])
+
+
+def rk_step(
+    field: Field, t: float, h: float, y: State, tableau: ButcherTableau, dtype: torch.dtype = torch.float64
+) -> State:
+    """One explicit Runge-Kutta step of size ``h`` from ``(t, y)``; the field gets times of ``dtype``."""
     ks: list[State] = []
     for a_row, c in zip(tableau.a, tableau.c):
         y_stage = axpy(y, [(h * a, k) for a, k in zip(a_row, ks)])
-        t_stage = math.nextafter(t + h, -math.inf) if c == 1.0 else t + c * h
-        ks.append(field(_time(t_stage), y_stage))
+        ks.append(field(_time(t + c * h, dtype, c == 1.0), y_stage))
     return axpy(y, [(h * b, k) for b, k in zip(tableau.b, ks)])
 
 
 def splitting_step(
-    parts: Sequence[Field], t: float, h: float, y: State, sub_steps: Sequence[SubStep], substep: ButcherTableau
+    parts: Sequence[Field],
+    t: float,
+    h: float,
+    y: State,
+    sub_steps: Sequence[SubStep],
+    substep: ButcherTableau,
+    dtype: torch.dtype = torch.float64,
 ) -> State:
     """One step of size ``h`` over the parts of a split field: its scheme's ``sub_steps``, each one ``substep``."""
     for i, start, length in sub_steps:
-        y = rk_step(parts[i], t + start * h, length * h, y, substep)
+        y = rk_step(parts[i], t + start * h, length * h, y, substep, dtype)
     return y
 
 
@@ -127,20 +145,23 @@ def _checked(field: Field, what: str) -> Field:
     return call
 
 
-def make_step(field: Field, scheme: str | None, tableau: ButcherTableau, *, check: bool) -> Step:
-    """The step function ``(t, h, y) -> y_next`` of a Runge-Kutta (``scheme=None``) or splitting method.
+def make_step(
+    field: Field, scheme: str | None, tableau: ButcherTableau, *, check: bool, dtype: torch.dtype = torch.float64
+) -> Step:
+    """The step function ``(t, h, y) -> y_next`` of a Runge-Kutta (``scheme=None``) or splitting method, whose
+    field gets times of ``dtype`` (:func:`time_dtype` of the state).
 
     With ``check=True`` every field output is compared with the state's metadata (no device sync);
     the integrator uses it for the first step only.
     """
     if scheme is None:
         f = _checked(field, "the field") if check else field
-        return lambda t, h, y: rk_step(f, t, h, y, tableau)
+        return lambda t, h, y: rk_step(f, t, h, y, tableau, dtype)
     parts = list(field.parts)  # type: ignore[attr-defined]
     if check:
         parts = [_checked(p, f"part {i} of the split field") for i, p in enumerate(parts)]
     sub_steps = SPLITTING_SCHEMES[scheme].sub_steps(len(parts))
-    return lambda t, h, y: splitting_step(parts, t, h, y, sub_steps, tableau)
+    return lambda t, h, y: splitting_step(parts, t, h, y, sub_steps, tableau, dtype)
 
 
 def integrate(

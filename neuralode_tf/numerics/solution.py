@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from torch import Tensor
 
 from ._state import State, stack, tree_map
+from .errors import SolverConfigError
+
+if TYPE_CHECKING:
+    from .dense import Trajectory
 
 __all__ = ["Stats", "Solution"]
 
@@ -26,6 +32,9 @@ class Stats:
         nfe_backward: Evaluations during the backward pass: the adjoint's backward solve, or the
             recomputations under checkpointing; both are counted as ``backward()`` runs (not
             under ``compile=True``).
+        nfe_dense: Evaluations for dense output and events, after the steps: the slopes at the ends of
+            the steps that :meth:`Solution.evaluate` interpolates in, one at an event, and one per
+            requested time when ``t`` requires grad.
         backend: The backend that ran the solve.
     """
 
@@ -33,6 +42,7 @@ class Stats:
     n_accepted: int = 0
     n_rejected: int = 0
     nfe_backward: int = 0
+    nfe_dense: int = 0
     backend: str = ""
 
 
@@ -45,12 +55,39 @@ class Solution:
             state, a tuple of such stacks). The built-in integrators stack on first access, so a
             caller that only reads :attr:`y1` pays for no copy.
         stats: The :class:`Stats` of the solve.
+        event_t: With ``event=``: the time the event function changed sign (a 0-dim tensor in the state's
+            dtype, differentiable; also ``ts[-1]``), or ``None`` if it did not before ``t[-1]``.
     """
 
-    def __init__(self, ts: Tensor, ys: State | list[State], stats: Stats | None = None):
+    def __init__(
+        self,
+        ts: Tensor,
+        ys: State | list[State],
+        stats: Stats | None = None,
+        *,
+        trajectory: Trajectory | None = None,
+        event_t: Tensor | None = None,
+    ):
         self.ts = ts
         self.stats = stats if stats is not None else Stats()
         self._ys = ys
+        self._trajectory = trajectory
+        self.event_t = event_t
+
+    def evaluate(self, t: float | Sequence[float] | Tensor) -> State:
+        """The state at any time ``t`` of the solve's span, by dense output (``solve(..., dense=True)``).
+
+        A number or 0-dim tensor gives one state; a sequence or 1-D tensor the state at each time, stacked along
+        a new dim 0. Differentiable, also in ``t``. :mod:`~neuralode_tf.numerics.dense` states the interpolant,
+        its order and its cost (``stats.nfe_dense``).
+
+        Raises:
+            SolverConfigError: the solve did not keep its steps (``dense=False``).
+            InvalidTimesError: ``t`` is outside the span.
+        """
+        if self._trajectory is None:
+            raise SolverConfigError("this solve kept no dense output: pass dense=True to solve to evaluate it at any t")
+        return self._trajectory.evaluate(t)
 
     @property
     def ys(self) -> State:

@@ -2,20 +2,23 @@
 Lie-Trotter and Strang splittings (:mod:`~neuralode_tf.numerics.fixed_grid`), with backprop or checkpointed
 gradients (:mod:`~neuralode_tf.numerics._checkpointing`), eager or compiled (:mod:`~neuralode_tf.numerics._compiled`).
 
-The grid is known before stepping (:func:`~neuralode_tf.numerics._grid.fixed_grid`), and so are the steps and
-evaluations that ``stats`` counts. Under ``adjoint="checkpoint"`` every evaluation after the forward march is a
+The grid is known before stepping (:func:`~neuralode_tf.numerics._grid.fixed_grid`: a grid point on every
+requested time and on every ``jump_times`` of the field inside the span), and so are the steps and evaluations
+that ``stats`` counts. Under ``adjoint="checkpoint"`` every evaluation after the forward march is a
 recomputation of checkpointing's, counted into ``stats.nfe_backward`` as backward runs.
 """
 
 from __future__ import annotations
 
 from ..._typing import Field, State
+from ...protocols import jump_times_of
 from .._checkpointing import BackwardCounter
 from .._compiled import March, compiled
-from .._grid import fixed_grid
+from .._grid import fixed_grid, n_grid_steps
 from .._registry import Backend, Settings, register_backend
 from .._validate import check_checkpoint_depth
-from ..fixed_grid import SPLITTING_SCHEMES, SplittingScheme, integrate, make_step, nfe_per_step
+from ..fixed_grid import SPLITTING_SCHEMES, SplittingScheme, integrate, make_step, nfe_per_step, time_dtype
+from ..dense import Trajectory
 from ..solution import Stats
 from ..tableaus import TABLEAUS, ButcherTableau
 
@@ -27,11 +30,13 @@ def solve_builtin(field: Field, y0: State, times: list[float], settings: Setting
     method, substep, checkpoints = settings.method, settings.substep, settings.checkpoints
     scheme = method if method in SPLITTING_SCHEMES else None
     tableau = TABLEAUS[substep or "euler"] if scheme else TABLEAUS[method]
-    grid = fixed_grid(times, settings.grid_step)
-    n_steps = sum(len(interval) - 1 for interval in grid)
+    grid = fixed_grid(times, settings.grid_step, jump_times_of(field))
+    n_steps = n_grid_steps(grid)
     n_parts = len(field.parts) if scheme else 1  # type: ignore[attr-defined]
     stats.n_accepted = n_steps
     stats.nfe = n_steps * nfe_per_step(scheme, tableau, n_parts)
+    if settings.trajectory is not None:
+        return _march_recorded(field, y0, grid, scheme, tableau, settings.trajectory, stats)
     check_checkpoint_depth(checkpoints, n_steps)
     # A budget of N states or more keeps every step's activations: that is backprop.
     checkpoint = settings.adjoint == "checkpoint" and (checkpoints is None or checkpoints < n_steps)
@@ -46,14 +51,43 @@ def solve_builtin(field: Field, y0: State, times: list[float], settings: Setting
     return out
 
 
+def _march_recorded(
+    field: Field,
+    y0: State,
+    grid: list[list[float]],
+    scheme: str | None,
+    tableau: ButcherTableau,
+    trajectory: Trajectory,
+    stats: Stats,
+) -> list[State]:
+    """The eager march, recording every grid state in ``trajectory``; stops where it says (an event fired)."""
+    dtype = time_dtype(y0)
+    step = make_step(field, scheme, tableau, check=True, dtype=dtype)
+    rest = make_step(field, scheme, tableau, check=False, dtype=dtype)
+    per_step, stats.n_accepted = stats.nfe // stats.n_accepted, 0
+    trajectory.add(grid[0][0], y0)
+    states, y = [y0], y0
+    for interval in grid:
+        for t, t_next in zip(interval[:-1], interval[1:]):
+            y = step(t, t_next - t, y)
+            stats.n_accepted += 1
+            if trajectory.add(t_next, y):
+                stats.nfe = per_step * stats.n_accepted
+                return [y0, y]
+            step = rest
+        states.append(y)
+    return states
+
+
 def _march(
     scheme: str | None, tableau: ButcherTableau, grid: list[list[float]], checkpoint: bool, checkpoints: int | None
 ) -> March:
     """``(field, y0) -> [y0, y(t_1), ...]``: the built-in march over ``grid``."""
 
     def march(field: Field, y: State) -> list[State]:
-        first = make_step(field, scheme, tableau, check=True)
-        rest = make_step(field, scheme, tableau, check=False)
+        dtype = time_dtype(y)
+        first = make_step(field, scheme, tableau, check=True, dtype=dtype)
+        rest = make_step(field, scheme, tableau, check=False, dtype=dtype)
         return integrate(first, rest, y, grid, checkpoint=checkpoint, checkpoints=checkpoints)
 
     return march
@@ -69,6 +103,7 @@ def _backend() -> Backend:
         gradients=("backprop", "checkpoint"),
         solve=solve_builtin,
         compile=True,
+        dense=frozenset(names),
         counts_ahead=True,
     )
 

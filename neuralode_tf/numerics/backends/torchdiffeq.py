@@ -6,17 +6,24 @@
   solves the adjoint ODE backwards instead of storing the forward pass. ``seminorm=True`` drops the
   parameter-adjoint channels from its error norm (Kidger, Chen & Lyons 2021), which typically
   saves backward evaluations without changing accuracy.
-* Adaptive methods step exactly onto every requested time (``step_t``), and onto the
-  discontinuities a field declares in ``jump_times`` (``jump_t``; e.g.
-  :class:`~neuralode_tf.fields.WeightSharedField`), evaluating the field on both sides of each.
-* torchdiffeq's ``rk4`` is Kutta's 3/8 rule; the built-in ``rk4`` is the classical one. Both are
-  fourth order; ``method="rk4_38"`` on the built-in backend reproduces torchdiffeq's to rounding.
+* Fixed-grid methods also step onto the discontinuities a field declares in ``jump_times``.
+* Adaptive methods give the requested times by torchdiffeq's interpolation, at no extra evaluations
+  (200 output times cost what two do), except ``dopri8``, whose eighth order a fourth-order
+  interpolant would lose: it steps onto every requested time (``step_t``). ``options={"step_t": t}``
+  asks for the same with any method. They step onto the discontinuities a field declares in
+  ``jump_times`` (``jump_t``; e.g. :class:`~neuralode_tf.fields.WeightSharedField`), evaluating the
+  field on both sides of each.
+* One name, one method: torchdiffeq's ``rk4`` is Kutta's 3/8 rule, so it is ``method="rk4_38"``
+  here (as on the built-in backend); ``method="rk4"`` is the classical method, on the built-in backend.
+* torchdiffeq's step callbacks (``callback_step``, ``callback_accept_step``, ``callback_reject_step`` and
+  their ``*_adjoint`` versions) defined on the field are called as torchdiffeq calls them.
 """
 
 from __future__ import annotations
 
 import importlib
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -25,10 +32,12 @@ from torch import Tensor, nn
 
 from ..._typing import Field, State
 from ...protocols import jump_times_of
-from .._counting import CountingField
+from .._counting import CALLBACKS, CountingField, defined_callbacks
 from .._grid import fixed_grid
 from .._registry import Backend, Settings, register_backend
 from ..errors import MaxStepsExceededError, SolveError, StepSizeUnderflowError
+from .._state import leaves, rebuild
+from ..dense import Trajectory
 from ..solution import Stats
 
 __all__ = ["solve_torchdiffeq"]
@@ -37,10 +46,12 @@ __all__ = ["solve_torchdiffeq"]
 # (torchdiffeq._impl.odeint is shadowed by the function of that name, hence import_module.)
 _METHODS: dict[str, str] = {name: name for name in importlib.import_module("torchdiffeq._impl.odeint").SOLVERS}
 _METHODS["heun"] = _METHODS.pop("heun2")
-_METHODS["rk4_38"] = "rk4"
+_METHODS["rk4_38"] = _METHODS.pop("rk4")
 _FIXED_GRID = frozenset(
-    {"euler", "midpoint", "heun", "heun3", "rk4", "rk4_38", "explicit_adams", "implicit_adams", "fixed_adams"}
+    {"euler", "midpoint", "heun", "heun3", "rk4_38", "explicit_adams", "implicit_adams", "fixed_adams"}
 )
+# Methods whose accuracy torchdiffeq's fourth-order interpolant would cap: they step onto the output times.
+_STEP_ONTO_OUTPUTS = frozenset({"dopri8"})
 # Methods that run outside autograd (in SciPy): only the adjoint gives gradients through them.
 _OUTSIDE_AUTOGRAD = frozenset({"scipy_solver"})
 # Adaptive Runge-Kutta methods, which accept first_step / step_t / jump_t.
@@ -54,25 +65,32 @@ def solve_torchdiffeq(field: Field, y0: State, t: list[float], settings: Setting
     device = y0[0].device if isinstance(y0, tuple) else y0.device
     times = torch.tensor(t, dtype=torch.float64, device=device)
     options = dict(settings.options)
+    jumps = [x for x in jump_times_of(field) if t[0] < x < t[-1]]
     if method in _FIXED_GRID:
-        options["grid_constructor"] = _grid_constructor(settings.grid_step)
+        options["grid_constructor"] = _grid_constructor(settings.grid_step, jumps)
     elif method in _ADAPTIVE_RK:
         if settings.dt0 is not None:
             options["first_step"] = settings.dt0
-        # Land a step on every requested time instead of interpolating back to it: torchdiffeq's
-        # dense output is only fourth order, which would cap dopri8's accuracy.
-        options.setdefault("step_t", times[1:])
-        jumps = [x for x in jump_times_of(counting.field) if t[0] < x < t[-1]]
+        if method in _STEP_ONTO_OUTPUTS:
+            options.setdefault("step_t", times[1:])
         if jumps:
             options.setdefault("jump_t", torch.tensor(jumps, dtype=torch.float64, device=device))
     kwargs = dict(rtol=settings.rtol, atol=settings.atol, method=_METHODS[method], options=options)
     func: nn.Module = counting
-    scalar = False
+    scalar, y0_given = False, y0
     if isinstance(y0, Tensor) and y0.ndim == 0:
         func, y0, scalar = _Vector(counting), y0.reshape(1), True
+        if "norm" in options:
+            options["norm"] = _scalar_norm(options["norm"])
+    _warn_unsupported_callbacks(field, method)
+    trajectory = settings.trajectory
+    if trajectory is not None:
+        node = "callback_step" if method in _FIXED_GRID else "callback_accept_step"
+        counting.add_hook(node, _recorder(trajectory, y0_given))
     try:
         with warnings.catch_warnings():
-            # Fixed-grid solvers have no accept/reject hooks; CountingField offers them anyway.
+            # Fixed-grid solvers have no accept/reject hooks; CountingField offers them anyway (the field's own
+            # are reported by _warn_unsupported_callbacks).
             warnings.filterwarnings("ignore", message=".*does not support callbacks")
             if adjoint:
                 adjoint_options = {k: v for k, v in options.items() if k != "norm"}
@@ -91,9 +109,46 @@ def solve_torchdiffeq(field: Field, y0: State, t: list[float], settings: Setting
                 ys = torchdiffeq.odeint(func, y0, times, **kwargs)
     except AssertionError as err:
         raise _translate(err, counting) from err
+    except _EventReached:
+        ys = None
     if method in _FIXED_GRID:
         counting.stats.n_accepted = counting.attempted_steps
+    if ys is None:  # stopped at an event: the solve returns its state there
+        return [y0_given, trajectory.states[-1]]  # type: ignore[union-attr]
     return ys.reshape(len(t)) if scalar else ys
+
+
+class _EventReached(Exception):
+    """Raised from a step callback to stop torchdiffeq once an event function has changed sign."""
+
+
+def _recorder(trajectory: Trajectory, template: State) -> Callable[[Tensor, Tensor, Tensor], None]:
+    """The step callback that records each step's start ``(t0, y0)`` as a node (torchdiffeq gives a tuple state
+    flattened into one vector, and a 0-dim one as a 1-element vector) and stops the solve at an event."""
+    parts = leaves(template)
+
+    def record(t0: Tensor, y0: Tensor, dt: Tensor) -> None:
+        chunks = y0.reshape(-1).split([x.numel() for x in parts])
+        state = rebuild(template, [c.reshape(x.shape) for c, x in zip(chunks, parts)])
+        if trajectory.add(t0, state):
+            raise _EventReached
+
+    return record
+
+
+def _scalar_norm(norm: Any) -> Any:
+    """A user's ``norm`` of a 0-dim state, which torchdiffeq sees as a 1-element vector (:class:`_Vector`)."""
+    return lambda y: norm(y.reshape(()))
+
+
+def _warn_unsupported_callbacks(field: Field, method: str) -> None:
+    """torchdiffeq's warning for the field's accept/reject callbacks, which fixed-grid methods never call
+    (the adapter silences torchdiffeq's own, which its counting wrapper would always raise)."""
+    if method not in _FIXED_GRID:
+        return
+    unused = [name for name in ("callback_accept_step", "callback_reject_step") if hasattr(field, name)]
+    if unused:
+        warnings.warn(f"fixed-grid {method!r} accepts every step and rejects none: the field's {unused} are never called")
 
 
 class _Vector(nn.Module):
@@ -106,17 +161,20 @@ class _Vector(nn.Module):
     def __init__(self, counting: CountingField):
         super().__init__()
         self.counting = counting
-        self.callback_step = counting.callback_step
-        self.callback_accept_step = counting.callback_accept_step
-        self.callback_reject_step = counting.callback_reject_step
+        for name in (*CALLBACKS, *(n for n in defined_callbacks(counting) if n.endswith("_adjoint"))):
+            setattr(self, name, _scalar_callback(getattr(counting, name)))
 
     def forward(self, t: Tensor, y: Tensor) -> Tensor:
         return self.counting(t, y.reshape(())).reshape(1)
 
 
-def _grid_constructor(step_size: float):
+def _scalar_callback(callback: Any) -> Any:
+    return lambda t0, y0, dt: callback(t0, y0.reshape(()), dt)
+
+
+def _grid_constructor(step_size: float, jumps: list[float]):
     def construct(func: Any, y0: Tensor, t: Tensor) -> Tensor:
-        grid = fixed_grid(t.tolist(), step_size)
+        grid = fixed_grid(t.tolist(), step_size, jumps)
         flat = [grid[0][0]] + [time for interval in grid for time in interval[1:]]
         return torch.tensor(flat, dtype=t.dtype, device=t.device)
 
@@ -150,6 +208,10 @@ register_backend(
         outside_autograd=_OUTSIDE_AUTOGRAD,
         seminorm=True,
         options=True,
+        dense=frozenset(_METHODS) - _OUTSIDE_AUTOGRAD,
+        callbacks=True,
         concatenates=True,
+        refused={"rk4": "torchdiffeq's own 'rk4' is Kutta's 3/8 rule, which is method='rk4_38' here (classical RK4 "
+                 "is method='rk4' on the builtin backend)"},
     )
 )

@@ -4,15 +4,18 @@ torchode integrates a ``(batch, features)`` matrix. The adapter flattens every l
 (e.g. ``(batch, tokens, dim)``, or a tuple for augmented states) to ``(batch, features)`` and
 reshapes back before each call of the field, so fields keep seeing their natural shapes.
 
-* ``per_sample=True`` (the default): each sample has its own step size, accept/reject decisions
+* ``per_sample=False`` (the default): the whole state is one torchode sample (one step size, as
+  torchdiffeq), and the field gets a 0-dim ``t``.
+* ``per_sample=True``: each sample along dim 0 has its own step size, accept/reject decisions
   and step count, which avoids one hard sample forcing small steps on the whole batch. The field
-  then receives ``t`` as a ``(batch,)`` tensor of per-sample times.
-* ``per_sample=False``: the whole batch is one torchode sample (one step size, as torchdiffeq).
+  then receives ``t`` as a ``(batch,)`` tensor of per-sample times. Right only where the rows are
+  independent samples.
 * ``adjoint="adjoint"`` runs torchode's ``BacksolveAdjoint``. Its backward pass evaluates the
   field one sample at a time under ``torch.func.vmap``, so the field sees states without the batch
   dimension there and must not depend on other samples of the batch.
-* Fixed steps (``euler``, ``heun``) use one step size for the whole interval; times requested in
-  between are interpolated by torchode.
+* Fixed steps (``euler``, ``heun``) take the grid of the other backends: each stretch between requested
+  times and the field's ``jump_times`` is split into equal steps no longer than ``step_size``, solved as one
+  torchode problem each.
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ from torch import Tensor, nn
 from ..._typing import Field, State
 from ...protocols import jump_times_of
 from .._counting import CountingField
+from .._grid import fixed_grid
 from .._registry import Backend, Settings, register_backend
-from .._state import leaves, rebuild, stack
-from ..errors import MaxStepsExceededError, SolveError, StepSizeUnderflowError
+from .._state import leaves, rebuild, stack, unstack
+from ..errors import FieldOutputError, MaxStepsExceededError, SolveError, StepSizeUnderflowError
 from ..solution import Stats
 
 __all__ = ["solve_torchode"]
@@ -40,7 +44,7 @@ _FIXED_GRID = frozenset({"euler", "heun"})
 class _Flattened(nn.Module):
     """The field on torchode's ``(batch, features)`` matrix."""
 
-    def __init__(self, field: nn.Module, y0: State, per_sample: bool, t_max: Tensor | None = None):
+    def __init__(self, field: CountingField, y0: State, per_sample: bool, t_max: Tensor | None = None):
         super().__init__()
         self.field = field
         self.per_sample = per_sample
@@ -60,8 +64,21 @@ class _Flattened(nn.Module):
     def forward(self, t: Tensor, y: Tensor) -> Tensor:
         if self.t_max is not None:
             t = torch.minimum(t, self.t_max)
+        if not self.per_sample:
+            t = t.reshape(())  # the one torchode sample's time: a 0-dim t, as on the other backends
         lead = tuple(y.shape[:-1]) if self.per_sample else ()
-        return self.flatten(self.field(t, self.unflatten(y, lead)), tuple(y.shape[:-1]))
+        try:
+            out = self.field(t, self.unflatten(y, lead))
+        except RuntimeError as err:
+            if self.per_sample and self.field._backward:
+                raise FieldOutputError(
+                    "the field failed in the backward solve of torchode's adjoint, which with per_sample=True "
+                    "evaluates it one sample at a time under torch.func.vmap (states without the batch dimension, "
+                    f"so a field that mixes samples, e.g. torch.mm over the batch, cannot run there): {err}. Use "
+                    "per_sample=False, backend='torchdiffeq', or adjoint='backprop'"
+                ) from err
+            raise
+        return self.flatten(out, tuple(y.shape[:-1]))
 
 
 def solve_torchode(field: Field, y0: State, t: list[float], settings: Settings, stats: Stats) -> State:
@@ -83,29 +100,26 @@ def solve_torchode(field: Field, y0: State, t: list[float], settings: Settings, 
 
 
 def _solve_pieces(counting: CountingField, y0: State, t: list[float], settings: Settings) -> State:
-    """The forward solve: in one piece, or piece by piece between the field's jumps."""
+    """The forward solve: in one piece, or piece by piece between the field's jumps (and, for a fixed grid, the
+    requested times: the grid of the other backends, so a method keeps its order and its values there)."""
     jumps = [x for x in jump_times_of(counting.field) if t[0] < x < t[-1]]
-    if not jumps or settings.method in _FIXED_GRID:
+    fixed = settings.method in _FIXED_GRID
+    if not fixed and not jumps:
         return _solve_piece(counting, y0, t, settings, settings.dt0)[0]
-    edges = sorted({*jumps, t[-1]})
+    edges = sorted({*jumps, *(t[1:] if fixed else t[-1:])})
     states, y, start = [y0], y0, t[0]
     dt: float | Tensor | None = settings.dt0
     for end in edges:
         inside = [x for x in t if start < x < end]
+        if fixed:
+            dt = (end - start) / (len(fixed_grid([start, end], settings.grid_step)[0]) - 1)
         ys, dt = _solve_piece(counting, y, [start, *inside, end], settings, dt, left_limit=True)
-        pieces = list(_unstack(ys))
+        pieces = list(unstack(ys))
         states.extend(pieces[1 : 1 + len(inside)])
         y, start = pieces[-1], end
         if end in t:
             states.append(y)
     return stack(states)
-
-
-def _unstack(ys: State):
-    """States along dim 0 of a stacked state, one by one."""
-    if isinstance(ys, tuple):
-        return zip(*(leaf.unbind(0) for leaf in ys))
-    return ys.unbind(0)
 
 
 def _solve_piece(
@@ -134,7 +148,6 @@ def _solve_piece(
     step_method = _METHODS[method](term=term)
     if method in _FIXED_GRID:
         controller = to.FixedStepController()
-        dt0 = settings.step_size
     else:
         controller = to.IntegralController(atol=atol, rtol=rtol, term=term)
     dt = dt0 if dt0 is None or isinstance(dt0, Tensor) else torch.full((batch,), dt0, dtype=dtype, device=device)
@@ -178,7 +191,8 @@ def _raise_on_failure(status: Tensor, counting: CountingField, max_steps: int) -
     )
     if code == to.Status.REACHED_MAX_STEPS.value:
         raise MaxStepsExceededError(
-            f"torchode exceeded max_steps={max_steps} {where}; raise max_steps or loosen rtol/atol"
+            f"torchode exceeded max_steps={max_steps} {where}; pass a larger max_steps= to solve (e.g. "
+            f"max_steps={4 * max_steps}) or loosen rtol/atol"
         )
     if code == to.Status.REACHED_DT_MIN.value:
         raise StepSizeUnderflowError(f"torchode's step size fell below its minimum {where}")
