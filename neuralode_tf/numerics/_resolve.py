@@ -63,9 +63,7 @@ def resolve_backend(
             if seminorm and adjoint != "adjoint":
                 break
             return candidate.name
-    combos = "; ".join(
-        f"{b.name}: methods {quoted(b.methods)}, adjoint {quoted(b.gradients)}" for b in registered()
-    )
+    combos = "; ".join(f"{b.name}: methods {quoted(b.methods)}, adjoint {quoted(b.gradients)}" for b in registered())
     asked = f"method={method!r}, backend={backend!r}, adjoint={adjoint!r}"
     if seminorm:
         asked += f", seminorm=True ({offering('seminorm')} with adjoint='adjoint' only)"

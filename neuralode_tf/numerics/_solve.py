@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from .._typing import Field, State
+from ..protocols import jump_times_of
 from . import _validate
 from ._compiled import check_compile
 from ._field_checks import check_field, check_field_matches_state
@@ -16,13 +17,12 @@ from ._nonfinite import raise_if_nonfinite
 from ._registry import Settings, get_backend
 from ._resolve import resolve_backend
 from ._state import surely_finite, tree_map, unstack
+from ._time_gradients import shifted_outputs, shifted_start, wants_time_gradients
 from .causality import _warn_if_causal
-from .errors import NonFiniteStateError, SolveError
 from .dense import Trajectory
+from .errors import NonFiniteStateError, SolveError
 from .events import locate_event
 from .solution import Solution, Stats
-from ._time_gradients import shifted_outputs, shifted_start, wants_time_gradients
-from ..protocols import jump_times_of
 
 __all__ = ["solve"]
 

@@ -237,7 +237,8 @@ def check_dense_and_event(dense: object, event: object) -> None:
     if not isinstance(dense, bool):
         raise SolverConfigError(f"dense must be True or False, got {dense!r}")
     if event is not None and not callable(event):
-        raise SolverConfigError(f"event must be a callable g(t, y) -> 0-dim tensor, or None; got {type(event).__name__}")
+        kind = type(event).__name__
+        raise SolverConfigError(f"event must be a callable g(t, y) -> 0-dim tensor, or None; got {kind}")
 
 
 def check_callbacks(field: object, backend: Backend) -> None:

@@ -104,7 +104,7 @@ class Trajectory:
         each, stacked along a new dim 0. Times are within :attr:`span`; a tensor ``t`` may require grad."""
         if isinstance(t, Tensor) and t.ndim == 1:
             return stack([self._at(x) for x in t.unbind(0)])
-        if isinstance(t, Tensor) or isinstance(t, (int, float)):
+        if isinstance(t, (Tensor, int, float)):
             return self._at(t)
         return stack([self._at(float(x)) for x in t])
 

@@ -17,8 +17,8 @@ from .._compiled import March, compiled
 from .._grid import fixed_grid, n_grid_steps
 from .._registry import Backend, Settings, register_backend
 from .._validate import check_checkpoint_depth
-from ..fixed_grid import SPLITTING_SCHEMES, SplittingScheme, integrate, make_step, nfe_per_step, time_dtype
 from ..dense import Trajectory
+from ..fixed_grid import SPLITTING_SCHEMES, SplittingScheme, integrate, make_step, nfe_per_step, time_dtype
 from ..solution import Stats
 from ..tableaus import TABLEAUS, ButcherTableau
 

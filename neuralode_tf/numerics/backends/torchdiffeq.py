@@ -35,9 +35,9 @@ from ...protocols import jump_times_of
 from .._counting import CALLBACKS, CountingField, defined_callbacks
 from .._grid import fixed_grid
 from .._registry import Backend, Settings, register_backend
-from ..errors import MaxStepsExceededError, SolveError, StepSizeUnderflowError
 from .._state import leaves, rebuild
 from ..dense import Trajectory
+from ..errors import MaxStepsExceededError, SolveError, StepSizeUnderflowError
 from ..solution import Stats
 
 __all__ = ["solve_torchdiffeq"]
@@ -148,7 +148,10 @@ def _warn_unsupported_callbacks(field: Field, method: str) -> None:
         return
     unused = [name for name in ("callback_accept_step", "callback_reject_step") if hasattr(field, name)]
     if unused:
-        warnings.warn(f"fixed-grid {method!r} accepts every step and rejects none: the field's {unused} are never called")
+        warnings.warn(
+            f"fixed-grid {method!r} accepts every step and rejects none: the field's {unused} are never called",
+            stacklevel=3,
+        )
 
 
 class _Vector(nn.Module):
@@ -211,7 +214,9 @@ register_backend(
         dense=frozenset(_METHODS) - _OUTSIDE_AUTOGRAD,
         callbacks=True,
         concatenates=True,
-        refused={"rk4": "torchdiffeq's own 'rk4' is Kutta's 3/8 rule, which is method='rk4_38' here (classical RK4 "
-                 "is method='rk4' on the builtin backend)"},
+        refused={
+            "rk4": "torchdiffeq's own 'rk4' is Kutta's 3/8 rule, which is method='rk4_38' here (classical RK4 "
+            "is method='rk4' on the builtin backend)"
+        },
     )
 )
