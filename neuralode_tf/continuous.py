@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -19,7 +19,8 @@ from ._checks import (
     check_times,
 )
 from ._typing import State
-from .numerics import FIXED_GRID_METHODS, SolverConfigError, Stats, solve
+from .numerics import FIXED_GRID_METHODS, InvalidTimesError, Solution, SolverConfigError, Stats, solve
+from .numerics._state import stack, unstack
 from .protocols import Augmented
 
 __all__ = ["ContinuousDepth", "set_solve_options", "regularization"]
@@ -152,6 +153,15 @@ class ContinuousDepth(nn.Module):
         ``key_padding_mask`` is ``(*batch, n)`` for ``x`` ``(*batch, n, d)``, ``memory_key_padding_mask``
         ``(*batch, m)`` for ``memory`` ``(*batch, m, d_m)``.
         """
+        solution = self._solve(x, conditioning)
+        if not isinstance(self.field, Augmented):
+            return solution.y1
+        x1, self.regularization = self.field.final_state(solution.y1)
+        return x1
+
+    def _solve(self, x: State, conditioning: dict[str, Any], **extra: Any) -> Solution:
+        """Bind ``conditioning``, solve from ``x`` (its initial state, for an augmented field) over ``[t0, t1]``
+        and keep the solve's ``stats`` (``regularization`` is the caller's)."""
         calls = bind_calls(self.field, conditioning)
         check_conditioning(x, conditioning)
         if any(value is not None for value in conditioning.values()) and self._backsolves_per_sample():
@@ -162,15 +172,28 @@ class ContinuousDepth(nn.Module):
             )
         for bind, keywords in calls:
             bind(**keywords)
-        field = self.field
-        if not isinstance(field, Augmented):
-            solution = solve(field, x, [self.t0, self.t1], **self._solve_options)
-            self.stats, self.regularization = solution.stats, None
-            return solution.y1
-        solution = solve(field, field.initial_state(x), [self.t0, self.t1], **self._solve_options)
-        self.stats = solution.stats
-        x1, self.regularization = field.final_state(solution.y1)
-        return x1
+        y0 = self.field.initial_state(x) if isinstance(self.field, Augmented) else x
+        solution = solve(self.field, y0, [self.t0, self.t1], **self._solve_options, **extra)
+        self.stats, self.regularization = solution.stats, None
+        return solution
+
+    def trajectory(self, x: State, t: Sequence[float] | Tensor, **conditioning: Any) -> State:
+        """The state at each depth-time in ``t`` (within ``[t0, t1]``), stacked along a new dim 0.
+
+        One solve over ``[t0, t1]`` with this module's settings and ``dense=True``: the grid and the steps are
+        those of :meth:`forward` (``trajectory(x, [t1])[0]`` equals ``forward(x)``), and a depth between steps
+        is read off the dense output (:mod:`~neuralode_tf.numerics.dense`). A depth on a step's boundary (an
+        integer depth of a stack solved with whole steps) costs no evaluation; elsewhere at most two per step
+        touched. For per-layer readouts, deep supervision and probing. With an augmented field each state is
+        its ``final_state`` (the tokens). ``stats`` and ``regularization`` are those of this solve. Needs what
+        dense output needs: ``adjoint="backprop"``, no ``compile`` and a backend that records its steps.
+        """
+        if isinstance(t, Tensor) and t.ndim != 1:
+            raise InvalidTimesError(f"t must be a 1-D sequence of depth-times, got shape {tuple(t.shape)}")
+        states = self._solve(x, conditioning, dense=True).evaluate(t)
+        if not isinstance(self.field, Augmented):
+            return states
+        return stack([self.field.final_state(y)[0] for y in unstack(states)])
 
     def _backsolves_per_sample(self) -> bool:
         settings = self._solve_options
@@ -207,9 +230,9 @@ def set_solve_options(model: nn.Module, **options: Any) -> nn.Module:
     stacks = [module for module in model.modules() if isinstance(module, ContinuousDepth)]
     if not stacks:
         raise ValueError(f"{type(model).__name__} holds no ContinuousDepth module: there is no solver to change")
-    updated = [stack._updated(options) for stack in stacks]
-    for stack, settings in zip(stacks, updated):
-        stack._solve_options = settings
+    updated = [module._updated(options) for module in stacks]
+    for module, settings in zip(stacks, updated):
+        module._solve_options = settings
     return model
 
 

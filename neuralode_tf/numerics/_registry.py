@@ -54,6 +54,7 @@ class Settings:
         compile: ``False``, ``True`` or a dict of :func:`torch.compile` options (only where offered).
         trajectory: Where a backend that offers ``dense`` records its nodes (``Trajectory.add``; it stops stepping
             once that returns True, an event's sign change), or ``None`` when not asked for.
+        sample_times: Each sample's times (a 2-D ``t``; ``times`` is then the first row), or ``None``.
     """
 
     method: str
@@ -70,6 +71,7 @@ class Settings:
     options: dict[str, Any]
     compile: bool | dict[str, Any]
     trajectory: Trajectory | None = None
+    sample_times: list[list[float]] | None = None
 
     @property
     def grid_step(self) -> float:
@@ -107,6 +109,7 @@ class Backend:
         per_sample: Whether it steps each sample along dim 0 on its own (``per_sample``).
         options: Whether it passes ``options`` through to the library.
         compile: Whether it takes ``compile``.
+        sample_times: Whether it takes a time span per sample (a 2-D ``t``, with ``per_sample=True``).
         dense: Methods whose steps it records, for dense output and events (``dense=``, ``event=``).
         callbacks: Whether it calls torchdiffeq's step callbacks (``callback_step``, ...) that a field defines;
             ``solve`` refuses such a field on a backend that would ignore them.
@@ -130,6 +133,7 @@ class Backend:
     per_sample: bool = False
     options: bool = False
     compile: bool = False
+    sample_times: bool = False
     dense: frozenset[str] = frozenset()
     callbacks: bool = False
     refused: Mapping[str, str] = field(default_factory=dict)

@@ -64,7 +64,10 @@ def solve(
             (augmented states). On torchdiffeq and torchode the tensors of a tuple share one dtype.
             Its dtype must be the field's: a field whose parameters have another dtype (or device)
             fails with an :class:`InvalidStateError` naming both.
-        t: Strictly increasing, finite times, at least two, within the range of ``y0``'s dtype.
+        t: Strictly increasing, finite times, at least two, within the range of ``y0``'s dtype. A 2-D tensor
+            ``(batch, n)`` gives each sample along dim 0 of ``y0`` its own times (torchode's per-sample spans:
+            ``per_sample=True``, an adaptive method, a field without ``jump_times``); ``ys`` is then
+            ``(n, batch, ...)``, ``ys[i, b]`` the state of sample ``b`` at ``t[b, i]``.
         method: The integrator. Fixed-grid methods take ``step_size`` or ``steps``; adaptive ones take
             ``rtol``, ``atol`` and ``dt0``. ``neuralode_tf.numerics.methods(backend)`` gives the methods of
             any registered backend; the built-in backends have:
@@ -167,7 +170,8 @@ def solve(
     _validate.check_state(y0)
     _validate.check_dense_and_event(dense, event)
     check_field_matches_state(field, y0)
-    times = _validate.check_times(t, y0)
+    sample_times = _validate.sample_times(t, y0)
+    times = sample_times[0] if sample_times else _validate.check_times(t, y0)
     _validate.check_flags(seminorm, per_sample, max_steps)
     checkpoints = _validate.checkpoints(checkpoints, adjoint, y0)
     chosen = get_backend(
@@ -180,6 +184,8 @@ def solve(
     _validate.check_callbacks(field, chosen)
     _validate.check_recording(dense or event is not None, method, chosen, adjoint, compile, times, event)
     fixed = method in chosen.fixed_grid
+    recording = dense or event is not None or wants_time_gradients(t)
+    _validate.check_sample_times(sample_times, chosen, per_sample, fixed, field, recording, y0)
     step = _validate.step_size(method, fixed, times, step_size, steps)
     rtol, atol = _validate.tolerances(method, chosen, fixed, rtol, atol, y0)
     options = _validate.first_step(method, chosen, dt0, options)
@@ -206,6 +212,7 @@ def solve(
         options=options,
         compile=compile,
         trajectory=trajectory,
+        sample_times=sample_times,
     )
     try:
         ys = chosen.solve(field, y0, times, settings, stats)
@@ -217,7 +224,7 @@ def solve(
     if not surely_finite(ys if isinstance(ys, list) else [ys]):
         raise_if_nonfinite(chosen, field, y0, times, settings, stats, None)
         raise NonFiniteStateError("NaN or Inf appeared in the solution, but a replay of the solve could not locate it")
-    ts = torch.tensor(times, dtype=torch.float64)
+    ts = torch.tensor(sample_times or times, dtype=torch.float64)
     event_t = None
     if trajectory is not None:
         if not trajectory.fired:

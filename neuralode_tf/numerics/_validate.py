@@ -15,6 +15,7 @@ from typing import Any, TypeGuard
 import torch
 from torch import Tensor, nn
 
+from ..protocols import jump_times_of
 from ._checkpointing import MAX_REPETITIONS, repetitions
 from ._counting import defined_callbacks
 from ._registry import Backend, offering, registered
@@ -68,6 +69,51 @@ def check_times(t: Sequence[float] | Tensor, y0: State) -> list[float]:
             "rescale time, or use a wider dtype for y0"
         )
     return times
+
+
+def sample_times(t: object, y0: State) -> list[list[float]] | None:
+    """The rows of a 2-D ``t`` (per-sample times), each checked as :func:`check_times` checks a 1-D one; None
+    for any other ``t``."""
+    if not (isinstance(t, Tensor) and t.ndim == 2):
+        return None
+    rows = []
+    for b, row in enumerate(t.unbind(0)):
+        try:
+            rows.append(check_times(row, y0))
+        except InvalidTimesError as err:
+            raise InvalidTimesError(f"sample {b} of the per-sample times t: {err}") from None
+    if len({len(row) for row in rows}) > 1 or not rows:
+        raise InvalidTimesError(f"per-sample times t must be a (batch, n) tensor, got shape {tuple(t.shape)}")
+    return rows
+
+
+def check_sample_times(
+    rows: list[list[float]] | None,
+    backend: Backend,
+    per_sample: bool,
+    fixed: bool,
+    field: object,
+    recording: bool,
+    y0: State,
+) -> None:
+    """What per-sample times need: torchode's per-sample stepping of an adaptive method, one row per sample,
+    no ``jump_times`` (each sample would stop at them at its own time), no recording of the steps."""
+    if rows is None:
+        return
+    needs = []
+    if not (backend.sample_times and per_sample):
+        needs.append(f"backend={offering('sample_times')!r} with per_sample=True")
+    if fixed:
+        needs.append("an adaptive method")
+    if jump_times_of(field):
+        needs.append("a field without jump_times")
+    if recording:
+        needs.append("no dense output, event or gradient with respect to t")
+    if needs:
+        raise SolverConfigError(f"per-sample times (a 2-D t) need {', '.join(needs)}")
+    batch = leaves(y0)[0].shape[0]
+    if len(rows) != batch:
+        raise InvalidTimesError(f"per-sample times t have {len(rows)} rows for {batch} samples along dim 0 of y0")
 
 
 def check_flags(seminorm: object, per_sample: object, max_steps: object) -> None:

@@ -142,7 +142,10 @@ def _solve_piece(
     flat = _Flattened(counting, y0, per_sample, t_max)
     y_flat = flat.flatten(y0, (leaves(y0)[0].shape[0],) if per_sample else (1,))
     batch = y_flat.shape[0]
-    t_eval = times.expand(batch, -1)
+    if settings.sample_times is None:
+        t_eval = times.expand(batch, -1)
+    else:
+        t_eval = torch.tensor(settings.sample_times, dtype=dtype, device=device)
 
     term = to.ODETerm(flat)
     step_method = _METHODS[method](term=term)
@@ -167,7 +170,7 @@ def _solve_piece(
     # (batch, times, features) -> states stacked along time.
     ys = solution.ys.transpose(0, 1)
     lead = (len(t), batch) if per_sample else (len(t),)
-    mean_step = (t[-1] - t[0]) / solution.stats["n_accepted"].clamp(min=1).to(dtype)
+    mean_step = (t_eval[:, -1] - t_eval[:, 0]) / solution.stats["n_accepted"].clamp(min=1).to(dtype)
     return flat.unflatten(ys if per_sample else ys.reshape(len(t), -1), lead), mean_step
 
 
@@ -209,6 +212,7 @@ register_backend(
         solve=solve_torchode,
         takes_dt0=frozenset(_METHODS) - _FIXED_GRID,
         per_sample=True,
+        sample_times=True,
         concatenates=True,
     )
 )
