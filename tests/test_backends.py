@@ -70,9 +70,9 @@ def test_per_sample_solving_is_independent_of_the_rest_of_the_batch(device):
 
     rates = Rates().to(device)
     y0 = torch.ones(2, 4, dtype=torch.float64, device=device)
-    per = solve(rates, y0, [0.0, 2.0], method="dopri5", backend="torchode", rtol=1e-6, atol=1e-9)
-    joint = solve(rates, y0, [0.0, 2.0], method="dopri5", backend="torchode", per_sample=False, rtol=1e-6, atol=1e-9)
-    alone = solve(rates, y0[:1], [0.0, 2.0], method="dopri5", backend="torchode", rtol=1e-6, atol=1e-9)
+    per = solve(rates, y0, [0.0, 2.0], method="dopri5", backend="torchode", per_sample=True, rtol=1e-6, atol=1e-9)
+    joint = solve(rates, y0, [0.0, 2.0], method="dopri5", backend="torchode", rtol=1e-6, atol=1e-9)
+    alone = solve(rates, y0[:1], [0.0, 2.0], method="dopri5", backend="torchode", per_sample=True, rtol=1e-6, atol=1e-9)
     assert max_abs(per.ys, joint.ys) <= 1e-6
     assert max_abs(per.ys[:, :1], alone.ys) == 0.0
     assert max_abs(joint.ys[:, :1], alone.ys) > 0.0

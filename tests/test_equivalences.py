@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torchdiffeq
 
 from neuralode_tf import ContinuousDepth, solve
+from neuralode_tf.numerics import SolverConfigError
 from neuralode_tf.fields import ParallelField, SplitField, WeightSharedField
 from neuralode_tf.nn import AttentionBranch, MLPBranch, timm_block_branches
 
@@ -133,12 +135,26 @@ def test_timm_adapter_rejects_other_blocks(device):
         timm_block_branches(torch.nn.Linear(3, 3, device=device))
 
 
-def test_rk4_38_matches_torchdiffeq_rk4(device):
+def test_rk4_38_is_torchdiffeqs_rk4_and_rk4_is_classical_everywhere(device):
+    """One name, one method: ``rk4_38`` is torchdiffeq's ``rk4`` (Kutta's 3/8 rule) on both backends that have it,
+    and ``rk4`` (classical) is refused on torchdiffeq, pointing to ``rk4_38``, rather than meaning another method."""
     field = SplitField(AttentionBranch(16, 2), MLPBranch(16)).double().to(device)
     x = torch.randn(2, 6, 16, dtype=torch.float64, device=device)
     ours = solve(field, x, [0.0, 0.5, 1.0], method="rk4_38", steps=6).ys
-    theirs = solve(field, x, [0.0, 0.5, 1.0], method="rk4", steps=6, backend="torchdiffeq").ys
-    assert max_abs(ours, theirs) <= 1e-12
+    on_torchdiffeq = solve(field, x, [0.0, 0.5, 1.0], method="rk4_38", steps=6, backend="torchdiffeq").ys
+    raw = torchdiffeq.odeint(
+        lambda t, y: field(t, y),
+        x,
+        torch.tensor([0.0, 0.5, 1.0], dtype=torch.float64, device=device),
+        method="rk4",
+        options={"step_size": 1 / 6},
+    )
+    assert max_abs(ours, on_torchdiffeq) <= 1e-12
+    assert max_abs(ours, raw) <= 1e-12
+    classical = solve(field, x, [0.0, 0.5, 1.0], method="rk4", steps=6).ys
+    assert max_abs(classical, ours) > 1e-9  # a different method, of the same order
+    with pytest.raises(SolverConfigError, match=r"'rk4' is Kutta's 3/8 rule, which is method='rk4_38'"):
+        solve(field, x, [0.0, 1.0], method="rk4", steps=6, backend="torchdiffeq")
 
 
 def test_weight_shared_stack_adaptive_solve_steps_onto_the_jumps(device):

@@ -47,6 +47,7 @@ class SumOfTwo(nn.Module):
     def forward(self, t, y):
         return self.a(y) + self.b(y)
 
+
 class Blowup(nn.Module):
     """dy/dt = y², which reaches infinity at t = 1/y0."""
 
@@ -88,7 +89,8 @@ def _y0(device) -> torch.Tensor:
         ([0.0, math.nan], "finite"),
         ([0.0, math.inf], "finite"),
         ([0.0], "at least two"),
-        (torch.zeros(2, 2), "1-D"),
+        (torch.zeros(2, 2, 2), "1-D"),
+        (torch.zeros(2, 2), "sample 0 of the per-sample times t: t must be strictly increasing"),
         (["a", "b"], "1-D sequence of numbers"),
         ("01", "1-D sequence of numbers, got str"),
         (torch.tensor([0.0, 1.0], dtype=torch.complex64), "t must be real, got dtype torch.complex64"),
@@ -186,11 +188,11 @@ def test_split_part_output_mismatch_names_the_part(device):
         (dict(method="dopri5", dt0=0.1, options={"first_step": 0.1}), r"^dt0 and options\['first_step'\] both"),
         (dict(method="dopri5", backend="torchode", options={"first_step": 0.1}), "solve runs on 'torchode'"),
         (dict(method="dopri5", options=[("first_step", 0.1)]), "^options must be a dict of torchdiffeq options"),
-        (dict(method="rk4", steps=2, backend="torchdiffeq", options={"step_size": 0.1}), r"options \['step_size'\]"),
+        (dict(method="rk4_38", steps=2, backend="torchdiffeq", options={"step_size": 0.1}), r"options \['step_size'\]"),
         (dict(method="dopri5", max_steps=0), "^max_steps must be a positive integer, got 0"),
         (dict(method="dopri5", max_steps=True), "^max_steps must be a positive integer, got True"),
         (dict(method="dopri5", seminorm="yes"), "^seminorm must be True or False, got 'yes'"),
-        (dict(method="dopri5", per_sample=1), "^per_sample must be True, False or None, got 1"),
+        (dict(method="dopri5", per_sample=1), "^per_sample must be True or False, got 1"),
         (dict(method="scipy_solver"), "'scipy_solver' runs outside autograd, so adjoint='backprop' would give no"),
     ],
 )

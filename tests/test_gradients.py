@@ -23,7 +23,7 @@ CASES = {
     "torchdiffeq-backprop-dopri5": dict(method="dopri5", backend="torchdiffeq", **TIGHT),
     "torchdiffeq-adjoint-dopri5": dict(method="dopri5", adjoint="adjoint", **TIGHT),
     "torchdiffeq-adjoint-seminorm-dopri5": dict(method="dopri5", adjoint="adjoint", seminorm=True, **TIGHT),
-    "torchdiffeq-adjoint-rk4": dict(method="rk4", steps=64, adjoint="adjoint", backend="torchdiffeq"),
+    "torchdiffeq-adjoint-rk4_38": dict(method="rk4_38", steps=64, adjoint="adjoint", backend="torchdiffeq"),
     "torchode-backprop-dopri5": dict(method="dopri5", backend="torchode", **TIGHT),
     "torchode-backprop-tsit5-joint": dict(method="tsit5", per_sample=False, **TIGHT),
     "torchode-backsolve-dopri5": dict(method="dopri5", backend="torchode", adjoint="adjoint", **TIGHT),

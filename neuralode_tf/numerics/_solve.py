@@ -75,13 +75,19 @@ def solve(
             * ``"builtin"``: fixed-grid Runge-Kutta ``"euler"``, ``"midpoint"``, ``"heun"``, ``"rk4"``,
               ``"rk4_38"``; splitting ``"lie_trotter"``, ``"strang"`` (the field needs ``parts``).
             * ``"torchdiffeq"``: fixed-grid ``"euler"``, ``"midpoint"``, ``"heun"``, ``"heun3"``,
-              ``"rk4"``, ``"rk4_38"``, ``"explicit_adams"``, ``"implicit_adams"``, ``"fixed_adams"``;
+              ``"rk4_38"`` (what torchdiffeq calls ``rk4``: one name is one method here, and ``rk4`` is
+              the classical one, on the built-in backend), ``"explicit_adams"``, ``"implicit_adams"``, ``"fixed_adams"``;
               adaptive ``"dopri8"``, ``"dopri5"``, ``"bosh3"``, ``"fehlberg2"``, ``"adaptive_heun"``,
               ``"scipy_solver"``.
             * ``"torchode"``: fixed-grid ``"euler"``, ``"heun"``; adaptive ``"dopri5"``, ``"tsit5"``.
-        step_size: Largest step of a fixed-grid method. Each interval between requested times is
-            split into equal steps no longer than this.
-        steps: Alternative to ``step_size``: the number of steps over ``[t[0], t[-1]]``.
+        step_size: Largest step of a fixed-grid method. The grid has a point on every requested time
+            and on every ``jump_times`` of the field inside the span (a layer boundary, where the field's
+            weights change: a step across it would lose the method's order); each stretch between two
+            such points is split into equal steps no longer than ``step_size``.
+        steps: Alternative to ``step_size``: ``step_size = (t[-1] - t[0]) / steps``. That is the number
+            of steps taken when the requested times and jumps lie on that uniform grid (``steps`` a
+            multiple of the layers); otherwise more are taken, as ``step_size`` says (4 steps over 3
+            layers take 6). ``stats.n_accepted`` counts the steps taken.
         substep: Sub-integrator of a splitting method for each part: ``"euler"`` (default),
             ``"midpoint"``, ``"heun"``, ``"rk4"``. Lie-Trotter is first order whatever it is; Strang
             is second order only with a second-order (or higher) sub-step.

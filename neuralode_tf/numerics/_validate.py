@@ -41,7 +41,9 @@ def check_times(t: Sequence[float] | Tensor, y0: State) -> list[float]:
     """``t`` as floats: real, 1-D, at least two, finite, strictly increasing, within the range of ``y0``'s dtype."""
     if isinstance(t, Tensor):
         if t.ndim != 1:
-            raise InvalidTimesError(f"t must be 1-D, got shape {tuple(t.shape)}")
+            raise InvalidTimesError(
+                f"t must be 1-D (or a (batch, n) tensor of per-sample times), got shape {tuple(t.shape)}"
+            )
         if t.is_complex() or t.dtype == torch.bool:
             raise InvalidTimesError(f"t must be real, got dtype {t.dtype}")
         times = t.detach().double().tolist()
