@@ -126,16 +126,8 @@ class CausalLM(nn.Module):
         sets = _named_field(
             field,
             lambda _: _transformer_sets(
-                dim,
-                num_heads,
-                depth,
-                mlp_hidden,
-                num_sets,
-                False,
-                settings,
-                norm="pre" if norms else "none",
-                attention=None if settings is not None else attention,
-                mlp=mlp,
+                dim, num_heads, depth, mlp_hidden, num_sets, False, settings, norm="pre" if norms else "none",
+                attention=None if settings is not None else attention, mlp=mlp,
             ),
             mlp_hidden=mlp_hidden,
             num_sets=num_sets,
@@ -151,11 +143,7 @@ class CausalLM(nn.Module):
         final_norm = nn.LayerNorm(dim, bias=bias) if norms else None
         inside = field == "composed"
         self.encoder = stack_encoder(
-            field,
-            depth,
-            sets,
-            final_norm=final_norm if inside else None,
-            transport_cost=transport_cost,
+            field, depth, sets, final_norm=final_norm if inside else None, transport_cost=transport_cost,
             **solve_options,
         )
         self.norm = final_norm if final_norm is not None and not inside else nn.Identity()

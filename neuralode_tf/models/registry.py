@@ -72,7 +72,9 @@ def create_model(name: str, **overrides: Any) -> nn.Module:
 # Vision Transformers ------------------------------------------------------------------------------------------
 
 _DEIT_TINY = dict(dim=192, depth=12, num_heads=3)
-_DIGITS_VIT = dict(img_size=8, patch_size=2, in_chans=1, num_classes=10, dim=48, depth=4, num_heads=4, field="parallel")
+_DIGITS_VIT = dict(
+    img_size=8, patch_size=2, in_chans=1, num_classes=10, dim=48, depth=4, num_heads=4, field="parallel"
+)
 _SINKFORMERS_MNIST = dict(
     img_size=28,
     patch_size=7,
@@ -84,99 +86,60 @@ _SINKFORMERS_MNIST = dict(
     attention=dict(qkv_bias=False, out_proj=False),
 )
 _CATS_DOGS = dict(
-    img_size=224,
-    patch_size=16,
-    in_chans=3,
-    num_classes=2,
-    dim=128,
-    num_heads=8,
-    mlp_hidden=128,
+    img_size=224, patch_size=16, in_chans=3, num_classes=2, dim=128, num_heads=8, mlp_hidden=128,
     attention=dict(qkv_bias=False, head_dim=64),
 )
 _OT = dict(field="composed", transport_cost=0.01, steps=20)  # Kan et al.'s ViTs: one field on [0, 1], 20 Euler steps
 
 register_model(
-    "deit_tiny",
-    ViT,
-    "DeiT-Ti (Touvron et al. 2021): 224x224x3, patch 16, d = 192, depth 12, 3 heads, MLP ratio 4, "
+    "deit_tiny", ViT, "DeiT-Ti (Touvron et al. 2021): 224x224x3, patch 16, d = 192, depth 12, 3 heads, MLP ratio 4, "
     "split field, so the discrete DeiT-Ti stack (without distillation token).",
-    **_DEIT_TINY,
-    img_size=224,
-    patch_size=16,
-    in_chans=3,
-    num_classes=1000,
+    **_DEIT_TINY, img_size=224, patch_size=16, in_chans=3, num_classes=1000,
 )
 register_model(
-    "deit_tiny_cifar100",
-    ViT,
-    "DeiT-Ti on CIFAR-100 at its own resolution: 32x32x3, patch 4, 100 classes. The rows "
+    "deit_tiny_cifar100", ViT, "DeiT-Ti on CIFAR-100 at its own resolution: 32x32x3, patch 4, 100 classes. The rows "
     "of Zhong et al. (2022, Table 1) are overrides: field='parallel' (their model), num_sets=6, 4, 3, 2, 1, "
     "method='rk4'. Their parameter counts (5.5M ... 0.7M) are those of deit_tiny with num_classes=100, i.e. "
     "CIFAR-100 resized to 224x224.",
-    **_DEIT_TINY,
-    img_size=32,
-    patch_size=4,
-    in_chans=3,
-    num_classes=100,
+    **_DEIT_TINY, img_size=32, patch_size=4, in_chans=3, num_classes=100,
 )
 register_model(
-    "deit_tiny_digits",
-    ViT,
-    "Zhong et al.'s parallel model scaled down to scikit-learn's 8x8x1 digits: patch 2 "
+    "deit_tiny_digits", ViT, "Zhong et al.'s parallel model scaled down to scikit-learn's 8x8x1 digits: patch 2 "
     "(16 patches), d = 48, depth 4, 4 heads, field='parallel'.",
     **_DIGITS_VIT,
 )
 register_model(
-    "ea_vit_digits",
-    ViT,
-    "deit_tiny_digits with 4 sequential evolving-attention blocks (Wang et al. 2021) at the "
+    "ea_vit_digits", ViT, "deit_tiny_digits with 4 sequential evolving-attention blocks (Wang et al. 2021) at the "
     "paper's image setting α = 0.5, β = 1 (§4.1, ImageNet), 3x3 convolutions.",
     **{**_DIGITS_VIT, "field": "evolving", "evolving": dict(alpha=0.5, beta=1.0, kernel_size=3)},
 )
 register_model(
-    "ot_mnist_baseline",
-    ViT,
-    "The MNIST ViT of Sander et al. (2022; Sinkformers' ViT_only_Att), baseline of Kan et "
+    "ot_mnist_baseline", ViT, "The MNIST ViT of Sander et al. (2022; Sinkformers' ViT_only_Att), baseline of Kan et "
     "al. (2025, Table 2): 28x28x1, patch 7, one attention-only block with one head, d = k = 128, qkv without biases "
     "and no output projection, one discrete block: 59,658 parameters. Kan et al.'s 93k is 92,938: Sinkformers' "
     "model also builds a FeedForward(128, 128) (33,280 parameters) that its forward never calls.",
-    **_SINKFORMERS_MNIST,
-    dim=128,
+    **_SINKFORMERS_MNIST, dim=128,
 )
 register_model(
-    "ot_mnist_ode",
-    ViT,
-    "Kan et al.'s MNIST OT-Transformer (Appendix B): ot_mnist_baseline with d = k = 64, the "
+    "ot_mnist_ode", ViT, "Kan et al.'s MNIST OT-Transformer (Appendix B): ot_mnist_baseline with d = k = 64, the "
     "block as one composed field on [0, 1] with 20 Euler steps and λ = 0.01: 17,546 parameters, their 18k.",
-    **_SINKFORMERS_MNIST,
-    dim=64,
-    **_OT,
+    **_SINKFORMERS_MNIST, dim=64, **_OT,
 )
 register_model(
-    "ot_mnist_ode_digits",
-    ViT,
-    "ot_mnist_ode with patch 2 on scikit-learn's 8x8x1 digits (the ot_mnist_vit stand-in).",
-    **{**_SINKFORMERS_MNIST, "img_size": 8, "patch_size": 2},
-    dim=64,
-    **_OT,
+    "ot_mnist_ode_digits", ViT, "ot_mnist_ode with patch 2 on scikit-learn's 8x8x1 digits (the ot_mnist_vit "
+    "stand-in).",
+    **{**_SINKFORMERS_MNIST, "img_size": 8, "patch_size": 2}, dim=64, **_OT,
 )
 register_model(
-    "ot_catsdogs_baseline",
-    ViT,
-    "Kan et al.'s Cats & Dogs ViT (Appendix B, after Sinkformers' "
+    "ot_catsdogs_baseline", ViT, "Kan et al.'s Cats & Dogs ViT (Appendix B, after Sinkformers' "
     "trainer_cats_and_dogs.py): 224x224x3, patch 16, d = 128, 8 heads of k = 64 (qkv without biases), MLP width "
     "128, 6 blocks (1,774,848 parameters: Table 3's 1.77M).",
-    **_CATS_DOGS,
-    depth=6,
+    **_CATS_DOGS, depth=6,
 )
 register_model(
-    "ot_catsdogs_ode",
-    ViT,
-    "Kan et al.'s Cats & Dogs OT-Transformer: ot_catsdogs_baseline with 5 blocks composed "
+    "ot_catsdogs_ode", ViT, "Kan et al.'s Cats & Dogs OT-Transformer: ot_catsdogs_baseline with 5 blocks composed "
     "into one field, 20 Euler steps on [0, 1], λ = 0.01 (blocks: 1,479,040 parameters, Table 3's 1.48M).",
-    **_CATS_DOGS,
-    depth=5,
-    **_OT,
+    **_CATS_DOGS, depth=5, **_OT,
 )
 
 # Text and signal classifiers ----------------------------------------------------------------------------------
@@ -193,63 +156,38 @@ _IMDB_DOC = (
 _OT_TEXT = dict(depth=3, field="composed", steps=8, transport_cost=0.5)
 
 register_model(
-    "text_tweets",
-    TextClassifier,
-    "Pre-norm text classifier, d = 64, 4 heads, 2 blocks, 3 classes (the tweets sentiment corpus).",
-    num_classes=3,
-    **_TINY_TEXT,
-    depth=2,
+    "text_tweets", TextClassifier, "Pre-norm text classifier, d = 64, 4 heads, 2 blocks, 3 classes (the tweets "
+    "sentiment corpus).",
+    num_classes=3, **_TINY_TEXT, depth=2,
 )
 register_model(
-    "ea_text_tweets",
-    TextClassifier,
-    "text_tweets with 4 evolving-attention blocks (Wang et al. 2021) at the largest "
+    "ea_text_tweets", TextClassifier, "text_tweets with 4 evolving-attention blocks (Wang et al. 2021) at the largest "
     "values of the paper's text search grid, α = β = 0.4 (§4.2), 3x3 convolutions.",
-    num_classes=3,
-    **_TINY_TEXT,
-    depth=4,
-    field="evolving",
-    evolving=dict(alpha=0.4, beta=0.4, kernel_size=3),
+    num_classes=3, **_TINY_TEXT, depth=4, field="evolving", evolving=dict(alpha=0.4, beta=0.4, kernel_size=3),
 )
 register_model(
-    "ot_imdb_baseline",
-    TextClassifier,
-    f"{_IMDB_DOC} 6 discrete blocks: Kan et al.'s baseline (Table 4).",
-    **_SINKFORMERS_IMDB,
-    depth=6,
-    field="discrete",
+    "ot_imdb_baseline", TextClassifier, f"{_IMDB_DOC} 6 discrete blocks: Kan et al.'s baseline (Table 4).",
+    **_SINKFORMERS_IMDB, depth=6, field="discrete",
 )
 register_model(
-    "ot_imdb_ode",
-    TextClassifier,
-    f"{_IMDB_DOC} The OT-Transformer: 3 blocks composed into one field on [0, 1], 8 Euler steps, λ = 0.5.",
-    **_SINKFORMERS_IMDB,
-    **_OT_TEXT,
+    "ot_imdb_ode", TextClassifier, f"{_IMDB_DOC} The OT-Transformer: 3 blocks composed into one field on [0, 1], "
+    "8 Euler steps, λ = 0.5.",
+    **_SINKFORMERS_IMDB, **_OT_TEXT,
 )
 register_model(
-    "ot_imdb_ode_tweets",
-    TextClassifier,
-    "ot_imdb_ode at d = 64, 4 heads, d_ff = 256, 3 classes (the ot_imdb_text stand-in, on tweets).",
-    **{**_SINKFORMERS_IMDB, "num_classes": 3, **_TINY_TEXT, "mlp_hidden": 256},
-    **_OT_TEXT,
+    "ot_imdb_ode_tweets", TextClassifier, "ot_imdb_ode at d = 64, 4 heads, d_ff = 256, 3 classes (the ot_imdb_text "
+    "stand-in, on tweets).",
+    **{**_SINKFORMERS_IMDB, "num_classes": 3, **_TINY_TEXT, "mlp_hidden": 256}, **_OT_TEXT,
 )
 register_model(
-    "transformer_listops",
-    TextClassifier,
-    "The Transformer of Dutta et al.'s (2021) ListOps comparison at toy scale: "
+    "transformer_listops", TextClassifier, "The Transformer of Dutta et al.'s (2021) ListOps comparison at toy scale: "
     "6 pre-norm blocks, d = 64, 4 heads, mean pooling, 10 classes.",
-    num_classes=10,
-    **_TINY_TEXT,
-    depth=6,
+    num_classes=10, **_TINY_TEXT, depth=6,
 )
 register_model(
-    "signal_mnist1d",
-    SignalClassifier,
-    "MNIST-1D classifier: patches of 4 samples, d = 64, 4 heads, 4 pre-norm blocks, 10 classes.",
-    num_classes=10,
-    patch=4,
-    **_TINY_TEXT,
-    depth=4,
+    "signal_mnist1d", SignalClassifier, "MNIST-1D classifier: patches of 4 samples, d = 64, 4 heads, 4 pre-norm "
+    "blocks, 10 classes.",
+    num_classes=10, patch=4, **_TINY_TEXT, depth=4,
 )
 
 # Set Transformers ---------------------------------------------------------------------------------------------
@@ -262,56 +200,31 @@ _LEE_DOC = (
 _OT_SET = dict(dim=200, field="composed", steps=8, transport_cost=1.0)
 
 register_model(
-    "set_transformer_modelnet40",
-    SetTransformer,
-    "The ModelNet40 configuration of Lee et al. (2019; their "
+    "set_transformer_modelnet40", SetTransformer, "The ModelNet40 configuration of Lee et al. (2019; their "
     "main_pointcloud.py), with pre-norm ISABs: width 256, 4 heads, 16 inducing points, 2 ISABs, PMA with 1 seed, "
     "dropout 0.5, 40 classes.",
-    num_classes=40,
-    dim=256,
-    num_heads=4,
-    num_inducing=16,
-    depth=2,
-    num_seeds=1,
-    dropout=0.5,
+    num_classes=40, dim=256, num_heads=4, num_inducing=16, depth=2, num_seeds=1, dropout=0.5,
 )
 register_model(
-    "set_transformer_shapes3d",
-    SetTransformer,
-    "A small Set Transformer for neuralode_tf.data.shapes3d (8 "
+    "set_transformer_shapes3d", SetTransformer, "A small Set Transformer for neuralode_tf.data.shapes3d (8 "
     "primitives): width 64, 4 heads, 16 inducing points, 2 ISABs, a 256-wide rFF and 8 PMA seeds (with one seed, "
     "cones/pyramids and boxes/cylinders were confused).",
-    num_classes=8,
-    dim=64,
-    num_heads=4,
-    num_inducing=16,
-    depth=2,
-    num_seeds=8,
-    mlp_hidden=256,
+    num_classes=8, dim=64, num_heads=4, num_inducing=16, depth=2, num_seeds=8, mlp_hidden=256,
 )
 register_model(
-    "ot_modelnet40_baseline",
-    ReferenceSetTransformer,
-    f"{_LEE_DOC} Width 256, discrete: Kan et al.'s baseline (Table 1).",
-    **_LEE_MODELNET,
-    dim=256,
-    field="discrete",
+    "ot_modelnet40_baseline", ReferenceSetTransformer, f"{_LEE_DOC} Width 256, discrete: Kan et al.'s baseline "
+    "(Table 1).",
+    **_LEE_MODELNET, dim=256, field="discrete",
 )
 register_model(
-    "ot_modelnet40_ode",
-    ReferenceSetTransformer,
-    f"{_LEE_DOC} The OT-Transformer: the points lifted to width 200, "
+    "ot_modelnet40_ode", ReferenceSetTransformer, f"{_LEE_DOC} The OT-Transformer: the points lifted to width 200, "
     "2 ISABs composed into one field on [0, 1], 8 Euler steps, λ = 1.",
-    **_LEE_MODELNET,
-    **_OT_SET,
+    **_LEE_MODELNET, **_OT_SET,
 )
 register_model(
-    "ot_modelnet40_ode_shapes3d",
-    ReferenceSetTransformer,
-    "ot_modelnet40_ode at width 50, 2 heads, 8 PMA seeds, no "
+    "ot_modelnet40_ode_shapes3d", ReferenceSetTransformer, "ot_modelnet40_ode at width 50, 2 heads, 8 PMA seeds, no "
     "dropout, 8 classes (the ot_modelnet_set stand-in, on shapes3d).",
-    **{**_LEE_MODELNET, "num_classes": 8, "num_heads": 2, "num_seeds": 8, "dropout": 0.0},
-    **{**_OT_SET, "dim": 50},
+    **{**_LEE_MODELNET, "num_classes": 8, "num_heads": 2, "num_seeds": 8, "dropout": 0.0}, **{**_OT_SET, "dim": 50},
 )
 
 # Encoder-decoders ---------------------------------------------------------------------------------------------
@@ -324,76 +237,41 @@ _TABLE5_DOC = (
 )
 
 register_model(
-    "seq2seq_reverse",
-    Seq2Seq,
-    "Encoder-decoder of 2 + 2 pre-norm blocks, d = 64, 4 heads (the toy seq2seq tasks).",
-    **_TINY_TEXT,
-    encoder_depth=2,
-    decoder_depth=2,
+    "seq2seq_reverse", Seq2Seq, "Encoder-decoder of 2 + 2 pre-norm blocks, d = 64, 4 heads (the toy seq2seq tasks).",
+    **_TINY_TEXT, encoder_depth=2, decoder_depth=2,
 )
 register_model(
-    "transformer_reverse",
-    Seq2Seq,
-    "The Transformer of Dutta et al.'s (2021) translation comparison at toy scale: "
+    "transformer_reverse", Seq2Seq, "The Transformer of Dutta et al.'s (2021) translation comparison at toy scale: "
     "6 + 6 pre-norm blocks, d = 64, 4 heads.",
-    **_TINY_TEXT,
-    encoder_depth=6,
-    decoder_depth=6,
+    **_TINY_TEXT, encoder_depth=6, decoder_depth=6,
 )
 register_model(
-    "transformer_lite",
-    Seq2Seq,
-    f"Transformer-Lite (Wu et al. 2020), d = 160, FFN width 160, {_TABLE5_DOC}",
-    dim=160,
-    mlp_hidden=160,
-    **_TABLE5,
+    "transformer_lite", Seq2Seq, f"Transformer-Lite (Wu et al. 2020), d = 160, FFN width 160, {_TABLE5_DOC}",
+    dim=160, mlp_hidden=160, **_TABLE5,
 )
 register_model(
-    "ea_transformer_lite",
-    Seq2Seq,
-    f"EA-Transformer-Lite, α = 0.1, d = 160, FFN width 160, {_TABLE5_DOC}",
-    dim=160,
-    mlp_hidden=160,
-    **_TABLE5,
-    field="evolving",
-    evolving=dict(alpha=0.1, beta=0.1),
+    "ea_transformer_lite", Seq2Seq, f"EA-Transformer-Lite, α = 0.1, d = 160, FFN width 160, {_TABLE5_DOC}",
+    dim=160, mlp_hidden=160, **_TABLE5, field="evolving", evolving=dict(alpha=0.1, beta=0.1),
 )
 register_model(
-    "transformer_base",
-    Seq2Seq,
-    f"Transformer-Base (Vaswani et al. 2017), d = 512, FFN width 2048, {_TABLE5_DOC}",
-    dim=512,
-    mlp_hidden=2048,
-    **_TABLE5,
+    "transformer_base", Seq2Seq, f"Transformer-Base (Vaswani et al. 2017), d = 512, FFN width 2048, {_TABLE5_DOC}",
+    dim=512, mlp_hidden=2048, **_TABLE5,
 )
 register_model(
-    "ea_transformer_base",
-    Seq2Seq,
-    f"EA-Transformer-Base, α = 0.5, d = 512, FFN width 2048, {_TABLE5_DOC}",
-    dim=512,
-    mlp_hidden=2048,
-    **_TABLE5,
-    field="evolving",
-    evolving=dict(alpha=0.5, beta=0.1),
+    "ea_transformer_base", Seq2Seq, f"EA-Transformer-Base, α = 0.5, d = 512, FFN width 2048, {_TABLE5_DOC}",
+    dim=512, mlp_hidden=2048, **_TABLE5, field="evolving", evolving=dict(alpha=0.5, beta=0.1),
 )
 
 # TransEvolve (Dutta et al. 2021) ------------------------------------------------------------------------------
 
 register_model(
-    "transevolve_listops",
-    TransEvolveClassifier,
-    "TransEvolve-randomFF-2 (2 blocks of depth 3) at toy scale: d = 64, "
+    "transevolve_listops", TransEvolveClassifier, "TransEvolve-randomFF-2 (2 blocks of depth 3) at toy scale: d = 64, "
     "4 heads, mean pooling over the real tokens, 10 classes (ListOps); the other variants of TRANSEVOLVE_VARIANTS are "
     "overrides.",
-    num_classes=10,
-    **_TINY_TEXT,
-    **TRANSEVOLVE_VARIANTS["randomFF-2"],
+    num_classes=10, **_TINY_TEXT, **TRANSEVOLVE_VARIANTS["randomFF-2"],
 )
 register_model(
-    "transevolve_reverse",
-    TransEvolveSeq2Seq,
-    "TransEvolve-randomFF-2 encoder-decoder (2 blocks of depth 3 per side) "
+    "transevolve_reverse", TransEvolveSeq2Seq, "TransEvolve-randomFF-2 encoder-decoder (2 blocks of depth 3 per side) "
     "at toy scale: d = 64, 4 heads; the other variants of TRANSEVOLVE_VARIANTS are overrides.",
-    **_TINY_TEXT,
-    **TRANSEVOLVE_VARIANTS["randomFF-2"],
+    **_TINY_TEXT, **TRANSEVOLVE_VARIANTS["randomFF-2"],
 )
