@@ -70,6 +70,9 @@ def solve_torchdiffeq(field: Field, y0: State, t: list[float], settings: Setting
     jumps = [x for x in jump_times_of(field) if t[0] < x < t[-1]]
     if method in _FIXED_GRID:
         options["grid_constructor"] = _grid_constructor(settings.grid_step, jumps)
+        # A stage at a step's end sees the left limit of that time, as on the built-in backend: a step that ends on
+        # a jump uses the layer it is in.
+        options["perturb"] = True
     elif method in _ADAPTIVE_RK:
         if settings.dt0 is not None:
             options["first_step"] = settings.dt0

@@ -39,6 +39,7 @@ __all__ = ["solve_torchode"]
 
 _METHODS = {"euler": to.Euler, "heun": to.Heun, "dopri5": to.Dopri5, "tsit5": to.Tsit5}
 _FIXED_GRID = frozenset({"euler", "heun"})
+_HAIR = 1e-12
 
 
 class _Flattened(nn.Module):
@@ -112,7 +113,9 @@ def _solve_pieces(counting: CountingField, y0: State, t: list[float], settings: 
     for end in edges:
         inside = [x for x in t if start < x < end]
         if fixed:
-            dt = (end - start) / (len(fixed_grid([start, end], settings.grid_step)[0]) - 1)
+            # A hair (1e-12 relative) over the grid's step: torchode steps until its time, summed step by step, passes
+            # the piece's end, and summing rounding would otherwise leave one more step of rounding error's length.
+            dt = (end - start) / (len(fixed_grid([start, end], settings.grid_step)[0]) - 1) * (1 + _HAIR)
         ys, dt = _solve_piece(counting, y, [start, *inside, end], settings, dt, left_limit=True)
         pieces = list(unstack(ys))
         states.extend(pieces[1 : 1 + len(inside)])
