@@ -69,17 +69,17 @@ class _Flattened(nn.Module):
             t = t.reshape(())  # the one torchode sample's time: a 0-dim t, as on the other backends
         lead = tuple(y.shape[:-1]) if self.per_sample else ()
         try:
-            out = self.field(t, self.unflatten(y, lead))
+            return self.flatten(self.field(t, self.unflatten(y, lead)), tuple(y.shape[:-1]))
         except RuntimeError as err:
             if self.per_sample and self.field._backward:
                 raise FieldOutputError(
                     "the field failed in the backward solve of torchode's adjoint, which with per_sample=True "
                     "evaluates it one sample at a time under torch.func.vmap (states without the batch dimension, "
-                    f"so a field that mixes samples, e.g. torch.mm over the batch, cannot run there): {err}. Use "
+                    "so a field that mixes samples, e.g. torch.mm over the batch, or holds per-sample data, cannot "
+                    f"run there): {err}. Use "
                     "per_sample=False, backend='torchdiffeq', or adjoint='backprop'"
                 ) from err
             raise
-        return self.flatten(out, tuple(y.shape[:-1]))
 
 
 def solve_torchode(field: Field, y0: State, t: list[float], settings: Settings, stats: Stats) -> State:
