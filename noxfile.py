@@ -370,6 +370,7 @@ def bench(session: nox.Session) -> None:
     env = {"OMP_NUM_THREADS": "2"}
     session.run(python, "-m", "benchmarks.suite", *session.posargs, env=env)
     session.run(python, "-m", "benchmarks.transevolve", *(["--quick"] if "--quick" in session.posargs else []), env=env)
+    session.run(python, "-m", "benchmarks.output_times", env=env)
     session.run(python, "-m", "benchmarks.side_by_side")
 
 

@@ -8,7 +8,9 @@ timed round-robin in one process, and their ratio (ours / alternative: below 1, 
 * ``solve(compile=True)`` against ``torch.compile`` of the hand loop and against the eager hand loop (section 2);
 * TransEvolve's ``auto`` path (fullFF-1) against six pre-norm SDPA blocks and against the same blocks with
   materialised attention, at every measured length (``benchmarks/transevolve.py``);
-* checkpointing against the adjoints at 64 Euler / RK4 steps, in time and in peak memory (section 3).
+* checkpointing against the adjoints at 64 Euler / RK4 steps, in time and in peak memory (section 3);
+* one dopri5 solve asked for 200 output times against torchdiffeq's and torchode's own, in field evaluations
+  (``benchmarks/output_times.py``; counted, not timed).
 
 A ratio between two rows of one paired table (e.g. built-in against torchdiffeq, both timed against the hand
 loop) is the quotient of their paired ratios. Run ``python -m benchmarks.side_by_side`` after the two benchmarks;
@@ -38,12 +40,24 @@ class Row:
     unit: str = "ms"
 
 
-def rows(suite: dict, transevolve: dict | None) -> list[Row]:
-    """The side-by-side rows of a suite result (and a TransEvolve result, if there is one)."""
+def rows(suite: dict, transevolve: dict | None, output_times: dict | None = None) -> list[Row]:
+    """The side-by-side rows of a suite result (and a TransEvolve and an output-times result, if there are)."""
     table = _overhead(suite["overhead"]) + _compiled(suite["compile"])
     if transevolve is not None:
         table += _transevolve(transevolve["rows"])
-    return table + _checkpointing(suite["memory"])
+    table += _checkpointing(suite["memory"])
+    if output_times is not None:
+        table += _output_times(output_times)
+    return table
+
+
+def _output_times(result: dict) -> list[Row]:
+    counts, n = result["evaluations"], result["n_times"]
+    out = []
+    for backend in ("torchdiffeq", "torchode"):
+        ours, theirs = counts[f"solve on {backend}"], counts[backend]
+        out.append(Row(f"`solve` dopri5 on {backend}, {n} output times", ours, backend, theirs, ours / theirs, "nfe"))
+    return out
 
 
 def _overhead(overhead: dict) -> list[Row]:
@@ -125,13 +139,15 @@ def markdown(table: list[Row]) -> str:
     """The rows as a Markdown table."""
     lines = ["| ours | | alternative | | ours / alternative |", "|---|---:|---|---:|---:|"]
     for row in table:
-        what = "peak memory" if row.unit == "MiB" else "time"
+        what = {"MiB": "peak memory", "nfe": "evaluations"}.get(row.unit, "time")
         ours, other = _cell(row.value, row.unit), _cell(row.alternative_value, row.unit)
         lines.append(f"| {row.ours} ({what}) | {ours} | {row.alternative} | {other} | {row.ratio:.3f}x |")
     return "\n".join(lines) + "\n"
 
 
 def _cell(value: float, unit: str) -> str:
+    if unit == "nfe":
+        return f"{value:.0f}"
     return f"{value:.1f} {unit}" if unit == "MiB" else f"{value:.2f} {unit}"
 
 
@@ -146,7 +162,9 @@ def main() -> None:
     suite = json.loads((RESULTS / f"suite_{args.device}.json").read_text())
     transevolve_file = RESULTS / f"transevolve_{args.device}.json"
     transevolve = json.loads(transevolve_file.read_text()) if transevolve_file.is_file() else None
-    text = markdown(rows(suite, transevolve))
+    output_times_file = RESULTS / f"output_times_{args.device}.json"
+    output_times = json.loads(output_times_file.read_text()) if output_times_file.is_file() else None
+    text = markdown(rows(suite, transevolve, output_times))
     out = RESULTS / f"side_by_side_{args.device}.md"
     out.write_text(text)
     print(text + f"wrote {out}")

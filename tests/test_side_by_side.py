@@ -72,4 +72,16 @@ def test_the_readme_table_is_the_recorded_one():
         pytest.skip("no recorded suite beside this suite")
     suite = json.loads((results / "suite_cpu.json").read_text())
     transevolve = json.loads((results / "transevolve_cpu.json").read_text())
-    assert markdown(rows(suite, transevolve)) in (root / "README.md").read_text()
+    output_times = json.loads((results / "output_times_cpu.json").read_text())
+    assert markdown(rows(suite, transevolve, output_times)) in (root / "README.md").read_text()
+
+
+def test_200_output_times_cost_solve_what_they_cost_the_peers():
+    """The claim behind the output-times rows, recomputed in the run: 200 output times cost ``solve`` what they cost
+    torchdiffeq and torchode, and what 2 cost, where a step onto each output time costs more than 10 times that."""
+    from benchmarks.output_times import count_evaluations
+
+    counts = count_evaluations("cpu")
+    assert counts["solve on torchdiffeq"] == counts["torchdiffeq"] == counts["solve, 2 times"]
+    assert counts["solve on torchode"] == counts["torchode"]
+    assert counts["solve, a step onto each time"] > 10 * counts["solve, 2 times"]
