@@ -12,7 +12,7 @@ protocol                      what the library does with it
 :class:`Splittable`           ``parts``: splitting methods (``lie_trotter``, ``strang``) step the
                               parts one after another; ``field(t, y)`` must equal their sum
 :class:`HasJumpTimes`         ``jump_times``: depth-times where the field jumps (a new layer's
-                              weights); adaptive solvers restart there
+                              weights); fixed grids put a point there, adaptive solvers restart there
 :class:`Conditioned`          ``bind(**conditioning)``: per-batch inputs (padding masks, memory)
                               that :meth:`ContinuousDepth.forward <neuralode_tf.ContinuousDepth.forward>`
                               hands to every submodule that names them
@@ -63,8 +63,9 @@ class Splittable(Protocol):
 @runtime_checkable
 class HasJumpTimes(Protocol):
     """A field that is smooth in ``t`` except at ``jump_times`` (ascending depth-times, e.g. ``1, 2, ..., L-1``
-    for ``L`` layers with their own weights). Adaptive solvers restart at these times instead of stepping
-    across a discontinuity."""
+    for ``L`` layers with their own weights). No step crosses them: fixed grids put a grid point on each (so a
+    method keeps its order whatever ``steps`` is), adaptive solvers restart there. A stage at a step's end sees the
+    left limit of its time, so the field should take the piece on the right at a jump time itself."""
 
     @property
     def jump_times(self) -> Sequence[float]: ...

@@ -30,9 +30,9 @@ class WeightSharedField(nn.Module):
 
     At a piece boundary the field takes the right-hand piece; the built-in integrators evaluate a
     stage at the end of a step as the left limit (see :mod:`neuralode_tf.numerics.fixed_grid`), so
-    each step stays within one parameter set when the grid is aligned with the pieces. Adaptive
-    solves stop at the boundaries (:attr:`jump_times`): torchdiffeq steps onto them, torchode solves
-    piece by piece, and both evaluate a stage at a boundary as its left limit.
+    each step stays within one parameter set: every fixed grid has a point on each boundary
+    (:attr:`jump_times`), whatever ``steps`` is. Adaptive solves stop at the boundaries too: torchdiffeq
+    steps onto them, torchode solves piece by piece, and both evaluate a stage at a boundary as its left limit.
 
     Reading ``t`` synchronises with the device when a backend passes it on an accelerator (the
     built-in integrators keep it on the CPU). torchode's per-sample solving passes one time per
