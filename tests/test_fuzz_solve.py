@@ -123,7 +123,7 @@ def cases(draw: st.DrawFn, corrupt: bool) -> Case:
     if field_kind == "module":  # solve cannot see into a function: it gets the state's dtype
         field_dtype = _pick(draw, corrupt, [field_dtype], [torch.float64 if dtype == torch.float32 else torch.float32])
     per_sample_ok = backend == "torchode" and _batched(shapes)
-    kw["per_sample"] = _pick(draw, corrupt, [None, False, *([True] if per_sample_ok else [])], [True])
+    kw["per_sample"] = _pick(draw, corrupt, [False, *([True] if per_sample_ok else [])], [True, None])
     seminorm_ok = backend == "torchdiffeq" and adjoint == "adjoint"
     kw["seminorm"] = _pick(draw, corrupt, [False, *([True] if seminorm_ok else [])], [True])
     if fixed:
@@ -181,6 +181,8 @@ def complaints(case: Case) -> list[tuple[type[SolveError], str]]:
         out.append((SolverConfigError, r"seminorm=True"))
     if kw["per_sample"] and not (backend == "torchode" and _batched(case.shapes)):
         out.append((SolveError, r"per_sample=True"))
+    if kw["per_sample"] is None:
+        out.append((SolverConfigError, r"^per_sample must be True or False"))
     fixed = method in FIXED_GRID_METHODS
     steps, step_size = kw.get("steps"), kw.get("step_size")
     if fixed != (steps is not None or step_size is not None) or (steps is not None and step_size is not None):

@@ -10,7 +10,7 @@ from torch import Tensor
 
 from .._typing import Field, State
 from ..protocols import jump_times_of
-from . import _validate
+from . import _feature_checks, _validate
 from ._compiled import check_compile
 from ._field_checks import check_field, check_field_matches_state
 from ._nonfinite import raise_if_nonfinite
@@ -76,7 +76,8 @@ def solve(
               ``"rk4_38"``; splitting ``"lie_trotter"``, ``"strang"`` (the field needs ``parts``).
             * ``"torchdiffeq"``: fixed-grid ``"euler"``, ``"midpoint"``, ``"heun"``, ``"heun3"``,
               ``"rk4_38"`` (what torchdiffeq calls ``rk4``: one name is one method here, and ``rk4`` is
-              the classical one, on the built-in backend), ``"explicit_adams"``, ``"implicit_adams"``, ``"fixed_adams"``;
+              the classical one, on the built-in backend), ``"explicit_adams"``, ``"implicit_adams"``,
+              ``"fixed_adams"``;
               adaptive ``"dopri8"``, ``"dopri5"``, ``"bosh3"``, ``"fehlberg2"``, ``"adaptive_heun"``,
               ``"scipy_solver"``.
             * ``"torchode"``: fixed-grid ``"euler"``, ``"heun"``; adaptive ``"dopri5"``, ``"tsit5"``.
@@ -174,9 +175,9 @@ def solve(
     """
     check_field(field)
     _validate.check_state(y0)
-    _validate.check_dense_and_event(dense, event)
+    _feature_checks.check_dense_and_event(dense, event)
     check_field_matches_state(field, y0)
-    sample_times = _validate.sample_times(t, y0)
+    sample_times = _feature_checks.sample_times(t, y0)
     times = sample_times[0] if sample_times else _validate.check_times(t, y0)
     _validate.check_flags(seminorm, per_sample, max_steps)
     checkpoints = _validate.checkpoints(checkpoints, adjoint, y0)
@@ -187,11 +188,11 @@ def solve(
     )
     per_sample = _validate.check_state_for_backend(y0, chosen, per_sample)
     check_compile(compile, method, chosen)
-    _validate.check_callbacks(field, chosen)
-    _validate.check_recording(dense or event is not None, method, chosen, adjoint, compile, times, event)
+    _feature_checks.check_callbacks(field, chosen)
+    _feature_checks.check_recording(dense or event is not None, method, chosen, adjoint, compile, times, event)
     fixed = method in chosen.fixed_grid
     recording = dense or event is not None or wants_time_gradients(t)
-    _validate.check_sample_times(sample_times, chosen, per_sample, fixed, field, recording, y0)
+    _feature_checks.check_sample_times(sample_times, chosen, per_sample, fixed, field, recording, y0)
     step = _validate.step_size(method, fixed, times, step_size, steps)
     rtol, atol = _validate.tolerances(method, chosen, fixed, rtol, atol, y0)
     options = _validate.first_step(method, chosen, dt0, options)
@@ -199,9 +200,8 @@ def solve(
     if step is None:
         _warn_if_causal(field, method)
     stats = Stats(backend=chosen.name)
-    time_gradients = wants_time_gradients(t)
-    if time_gradients:
-        y0 = shifted_start(field, y0, t[0], stats)  # type: ignore[index]
+    if time_gradients := wants_time_gradients(t):
+        y0 = shifted_start(field, y0, t[0], stats)
     trajectory = Trajectory(field, jump_times_of(field), stats, event) if dense or event else None
     settings = Settings(
         method=method,
@@ -235,7 +235,7 @@ def solve(
     if trajectory is not None:
         if not trajectory.fired:
             trajectory.add(times[-1], ys[-1] if isinstance(ys, list) else tree_map(lambda y: y[-1], ys))
-        if trajectory.fired:
+        if event is not None and trajectory.fired:
             event_t, y_event = locate_event(trajectory, event)
             ys, ts = [y0, y_event], torch.stack([ts[0], event_t.detach().double()])
     if time_gradients:

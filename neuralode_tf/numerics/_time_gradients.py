@@ -17,6 +17,8 @@ It costs one evaluation of the field per requested time, counted in ``stats.nfe_
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 import torch
 from torch import Tensor
 
@@ -25,7 +27,7 @@ from ._state import leaves, tree_map
 from .solution import Stats
 
 
-def wants_time_gradients(t: object) -> bool:
+def wants_time_gradients(t: object) -> TypeGuard[Tensor]:
     """Whether ``t`` is a tensor that a gradient is asked for."""
     return isinstance(t, Tensor) and t.requires_grad and torch.is_grad_enabled()
 

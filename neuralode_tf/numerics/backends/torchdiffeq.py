@@ -60,8 +60,11 @@ _OUTSIDE_AUTOGRAD = frozenset({"scipy_solver"})
 _ADAPTIVE_RK = frozenset(_METHODS) - _FIXED_GRID - _OUTSIDE_AUTOGRAD
 
 
-def solve_torchdiffeq(field: Field, y0: State, t: list[float], settings: Settings, stats: Stats) -> State:
-    """Solve with torchdiffeq; returns the states at ``t`` stacked along dim 0."""
+def solve_torchdiffeq(
+    field: Field, y0: State, t: list[float], settings: Settings, stats: Stats
+) -> State | list[State]:
+    """Solve with torchdiffeq; returns the states at ``t`` stacked along dim 0 (at ``t[0]`` and an event, where
+    one stopped the solve)."""
     method, step_size, adjoint = settings.method, settings.step_size, settings.adjoint == "adjoint"
     counting = CountingField(field, stats, settings.max_steps if step_size is None else None)
     device = y0[0].device if isinstance(y0, tuple) else y0.device
@@ -119,7 +122,7 @@ def solve_torchdiffeq(field: Field, y0: State, t: list[float], settings: Setting
     if method in _FIXED_GRID:
         counting.stats.n_accepted = counting.attempted_steps
     if ys is None:  # stopped at an event: the solve returns its state there
-        return [y0_given, trajectory.states[-1]]  # type: ignore[union-attr]
+        return [y0_given, trajectory.states[-1]]  # type: ignore[union-attr]  # trajectory is set: it raised
     return ys.reshape(len(t)) if scalar else ys
 
 
@@ -127,13 +130,14 @@ class _EventReached(Exception):
     """Raised from a step callback to stop torchdiffeq once an event function has changed sign."""
 
 
-def _recorder(trajectory: Trajectory, template: State) -> Callable[[Tensor, Tensor, Tensor], None]:
+def _recorder(trajectory: Trajectory, template: State) -> Callable[[Tensor, State, Tensor], None]:
     """The step callback that records each step's start ``(t0, y0)`` as a node (torchdiffeq gives a tuple state
     flattened into one vector, and a 0-dim one as a 1-element vector) and stops the solve at an event."""
     parts = leaves(template)
 
-    def record(t0: Tensor, y0: Tensor, dt: Tensor) -> None:
-        chunks = y0.reshape(-1).split([x.numel() for x in parts])
+    def record(t0: Tensor, y0: State, dt: Tensor) -> None:
+        flat = y0 if isinstance(y0, Tensor) else torch.cat([x.reshape(-1) for x in y0])
+        chunks = flat.reshape(-1).split([x.numel() for x in parts])
         state = rebuild(template, [c.reshape(x.shape) for c, x in zip(chunks, parts)])
         if trajectory.add(t0, state):
             raise _EventReached
