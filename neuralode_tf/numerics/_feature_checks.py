@@ -43,9 +43,11 @@ def check_recording(
         return
     what = "event=" if event is not None else "dense=True"
     if method not in backend.dense:
+        offered = [f"{b.name}: {', '.join(sorted(b.dense))}" for b in registered() if b.dense]
         raise SolverConfigError(
-            f"{what} needs the steps of the solve, which {backend.name!r} does not give for method {method!r}; "
-            f"the backends that do: {', '.join(b.name for b in registered() if b.dense)}"
+            f"{what} is not offered for method {method!r} on {backend.name!r}, which does not report its steps, or "
+            "takes steps too long for the cubic (fourth-order) dense output; it is offered for "
+            + "; ".join(offered)
         )
     if adjoint != "backprop":
         raise SolverConfigError(
