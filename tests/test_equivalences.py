@@ -10,9 +10,9 @@ import torch
 import torchdiffeq
 
 from neuralode_tf import ContinuousDepth, solve
-from neuralode_tf.numerics import SolverConfigError
 from neuralode_tf.fields import ParallelField, SplitField, WeightSharedField
 from neuralode_tf.nn import AttentionBranch, MLPBranch, timm_block_branches
+from neuralode_tf.numerics import SolverConfigError
 
 TOL = 1e-6
 

@@ -28,6 +28,7 @@ class CountingField(nn.Module):
     * Evaluations are counted into ``stats.nfe`` during the forward solve and into
       ``stats.nfe_backward`` once :meth:`start_backward` has been called.
     * The first output is checked against the state's metadata (no device sync).
+    * ``max_evaluations`` (off unless set) bounds the evaluations, for a solver whose steps it cannot see.
     * ``callback_*`` are torchdiffeq's step hooks: they count steps, enforce ``max_steps``, then call the
       field's own hook of that name if it has one; the field's ``*_adjoint`` hooks are offered as they are.
     * ``last_t`` keeps the time of the latest forward evaluation for error messages; it is only
@@ -40,6 +41,7 @@ class CountingField(nn.Module):
         self.field = field
         self.stats = stats
         self.max_steps = max_steps
+        self.max_evaluations: int | None = None
         self.attempted_steps = 0
         self.last_t: Tensor | None = None
         self._checked = False
@@ -56,6 +58,12 @@ class CountingField(nn.Module):
             return self.field(t, y)
         self.stats.nfe += 1
         self.last_t = t
+        if self.max_evaluations is not None and self.stats.nfe > self.max_evaluations:
+            raise MaxStepsExceededError(
+                f"the solve exceeded max_steps={self.max_evaluations} evaluations of the field (a solver whose steps "
+                f"are not seen is bounded by its evaluations) at t={float(t.detach()):.6g}; pass a larger max_steps= "
+                f"to solve (e.g. max_steps={4 * self.max_evaluations}) or loosen rtol/atol"
+            )
         out = self.field(t, y)
         if not self._checked:
             check_like(out, y, "the field")

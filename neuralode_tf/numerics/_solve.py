@@ -126,7 +126,8 @@ def solve(
             field then gets ``t`` as a ``(batch,)`` tensor. Only right where the rows of ``y0`` are
             independent samples, which the library cannot tell from a shape: off by default (one step
             size for the whole state, as torchdiffeq), on only when asked for.
-        max_steps: Most steps an adaptive solve may take, rejected ones included (a positive integer).
+        max_steps: Most steps an adaptive solve may take, rejected ones included (a positive integer); for
+            ``"scipy_solver"``, whose steps SciPy takes unseen, the most evaluations of the field.
         dt0: First step of an adaptive Runge-Kutta method, positive (default: chosen by the backend).
         options: Extra torchdiffeq options passed through (torchdiffeq only). ``first_step`` is
             checked as ``dt0`` is; ``step_size`` and ``grid_constructor`` are refused (use
@@ -236,7 +237,7 @@ def solve(
         if not trajectory.fired:
             trajectory.add(times[-1], ys[-1] if isinstance(ys, list) else tree_map(lambda y: y[-1], ys))
         if event is not None and trajectory.fired:
-            event_t, y_event = locate_event(trajectory, event)
+            event_t, y_event = locate_event(trajectory, event, refine=step is None)
             ys, ts = [y0, y_event], torch.stack([ts[0], event_t.detach().double()])
     if time_gradients:
         ys = shifted_outputs(field, ys if isinstance(ys, list) else list(unstack(ys)), t, stats)  # type: ignore[arg-type]

@@ -11,8 +11,9 @@ reshapes back before each call of the field, so fields keep seeing their natural
   then receives ``t`` as a ``(batch,)`` tensor of per-sample times. Right only where the rows are
   independent samples.
 * ``adjoint="adjoint"`` runs torchode's ``BacksolveAdjoint``. Its backward pass evaluates the
-  field one sample at a time under ``torch.func.vmap``, so the field sees states without the batch
-  dimension there and must not depend on other samples of the batch.
+  field under ``torch.func.vmap``, one torchode sample at a time (with ``per_sample=True``, states without
+  the batch dimension, which must not depend on other samples), where Python control flow on ``t`` or
+  ``y`` cannot run: such a failure is a :class:`~neuralode_tf.numerics.FieldOutputError` saying so.
 * Fixed steps (``euler``, ``heun``) take the grid of the other backends: each stretch between requested
   times and the field's ``jump_times`` is split into equal steps no longer than ``step_size``, solved as one
   torchode problem each.
@@ -71,13 +72,14 @@ class _Flattened(nn.Module):
         try:
             return self.flatten(self.field(t, self.unflatten(y, lead)), tuple(y.shape[:-1]))
         except RuntimeError as err:
-            if self.per_sample and self.field._backward:
+            if self.field._backward:
                 raise FieldOutputError(
-                    "the field failed in the backward solve of torchode's adjoint, which with per_sample=True "
-                    "evaluates it one sample at a time under torch.func.vmap (states without the batch dimension, "
-                    "so a field that mixes samples, e.g. torch.mm over the batch, or holds per-sample data, cannot "
-                    f"run there): {err}. Use "
-                    "per_sample=False, backend='torchdiffeq', or adjoint='backprop'"
+                    "the field failed in the backward solve of torchode's adjoint, which evaluates it under "
+                    "torch.func.vmap, one torchode sample at a time (with per_sample=True, states without the batch "
+                    "dimension): Python control flow on t or y (if t < ..., .item()), a field that mixes samples or "
+                    f"holds per-sample data cannot run there: {err}. Use backend='torchdiffeq' for adjoint='adjoint'"
+                    + (", per_sample=False" if self.per_sample else "")
+                    + ", or adjoint='backprop'"
                 ) from err
             raise
 
