@@ -16,6 +16,17 @@ def transformer_field(
     return SplitField(AttentionBranch(dim, num_heads), MLPBranch(dim)).to(device=device, dtype=dtype)
 
 
+class Decay(torch.nn.Module):
+    """``dy/dt = -a y`` with a learnable rate ``a``: ``y(t) = y0 exp(-a (t - t0))``, for analytic gradients."""
+
+    def __init__(self, rate: float, device: torch.device | str = "cpu"):
+        super().__init__()
+        self.rate = torch.nn.Parameter(torch.tensor(rate, dtype=torch.float64, device=device))
+
+    def forward(self, t: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return -self.rate * y
+
+
 def tokens(batch: int = 2, n: int = 8, dim: int = 16, dtype: torch.dtype = torch.float64, device="cpu") -> torch.Tensor:
     """Random tokens drawn on the CPU, then moved: the same values on every device under test (each
     device's generator draws its own numbers), so tolerances tuned on the CPU hold everywhere."""

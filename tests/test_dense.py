@@ -12,13 +12,13 @@ import pytest
 import torch
 import torchdiffeq
 import torchode as to
-from torch import nn
 
 from neuralode_tf import ContinuousDepth, solve
 from neuralode_tf.fields import KineticEnergy, SplitField, WeightSharedField
 from neuralode_tf.nn import AttentionBranch, MLPBranch
 from neuralode_tf.numerics import InvalidTimesError, SolverConfigError
 
+from ._problems import Decay
 from ._reference import max_abs
 
 A = torch.tensor([[-0.1, 1.0], [-1.0, -0.1]], dtype=torch.float64)
@@ -73,15 +73,6 @@ def test_nodes_are_exact_and_cost_nothing_and_outputs_are_unchanged(kwargs, devi
     assert solution.stats.nfe_dense == 2
     solution.evaluate(1.31)  # the same step: its slopes are cached
     assert solution.stats.nfe_dense == 2
-
-
-class Decay(nn.Module):
-    def __init__(self, rate: float, device: torch.device):
-        super().__init__()
-        self.rate = nn.Parameter(torch.tensor(rate, dtype=torch.float64, device=device))
-
-    def forward(self, t: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return -self.rate * y
 
 
 @pytest.mark.parametrize("kwargs", [dict(method="rk4", steps=200), dict(method="dopri5", rtol=1e-10, atol=1e-12)])

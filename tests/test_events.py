@@ -10,24 +10,12 @@ import math
 import pytest
 import torch
 import torchdiffeq
-from torch import nn
 
 from neuralode_tf import solve
 from neuralode_tf.numerics import InvalidTimesError, SolverConfigError
 
+from ._problems import Decay
 from ._reference import max_abs
-
-
-class Decay(nn.Module):
-    """``dy/dt = -a y``: ``y(t) = y0 exp(-a (t - t0))``."""
-
-    def __init__(self, rate: float, device: torch.device):
-        super().__init__()
-        self.rate = nn.Parameter(torch.tensor(rate, dtype=torch.float64, device=device))
-
-    def forward(self, t: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return -self.rate * y
-
 
 EVENT_SOLVERS = [
     dict(method="rk4", steps=500),
