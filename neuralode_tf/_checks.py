@@ -37,7 +37,17 @@ __all__ = [
 _SET_BY_CONTINUOUS_DEPTH = ("field", "y0", "t")
 """Parameters of :func:`~neuralode_tf.solve` that ContinuousDepth fills in itself."""
 
-SOLVE_OPTIONS = tuple(name for name in inspect.signature(solve).parameters if name not in _SET_BY_CONTINUOUS_DEPTH)
+_NOT_A_MODULE_SETTING = {
+    "dense": "a forward returns x(t1) alone: ContinuousDepth.trajectory(x, t) reads the solve at any depth",
+    "event": "a forward stops at t1: call neuralode_tf.solve(module.field, x, [t0, t_max], event=...) to stop earlier",
+}
+"""Parameters of :func:`~neuralode_tf.solve` that a forward could not honour, with what to use instead."""
+
+SOLVE_OPTIONS = tuple(
+    name
+    for name in inspect.signature(solve).parameters
+    if name not in _SET_BY_CONTINUOUS_DEPTH and name not in _NOT_A_MODULE_SETTING
+)
 """The keywords of :func:`~neuralode_tf.solve` that a ContinuousDepth keeps as its solve options."""
 
 _REBIND = (
@@ -108,6 +118,8 @@ def check_solve_settings(field: nn.Module, settings: Mapping[str, Any]) -> None:
     for name in settings:
         if name in _SET_BY_CONTINUOUS_DEPTH:
             raise TypeError(f"{name!r} is not a solve setting: ContinuousDepth passes the field, x and [t0, t1]")
+        if name in _NOT_A_MODULE_SETTING:
+            raise TypeError(f"{name!r} is not a ContinuousDepth setting: {_NOT_A_MODULE_SETTING[name]}")
         if name not in SOLVE_OPTIONS:
             hint = _did_you_mean(name, SOLVE_OPTIONS)
             raise TypeError(f"unknown solve setting {name!r}{hint}; valid: {', '.join(SOLVE_OPTIONS)}")

@@ -180,3 +180,12 @@ def test_continuous_depth_trajectory_reads_any_depth_of_its_own_solve(device):
     energy = ContinuousDepth(KineticEnergy(layers[0], transport_cost=1.0), t1=1.0, method="rk4", steps=4)
     tokens = energy.trajectory(x, [0.5, 1.0])
     assert tokens.shape == (2, *x.shape) and max_abs(tokens[-1], energy(x)) == 0.0
+
+
+def test_a_continuous_depth_refuses_settings_its_forward_could_not_honour(device):
+    """``dense`` and ``event`` would change nothing a forward returns: refused, naming what does it instead."""
+    field = SplitField(AttentionBranch(8, 2), MLPBranch(8)).double().to(device)
+    with pytest.raises(TypeError, match=r"'dense' is not a ContinuousDepth setting.*trajectory\(x, t\)"):
+        ContinuousDepth(field, method="rk4", steps=2, dense=True)
+    with pytest.raises(TypeError, match=r"'event' is not a ContinuousDepth setting.*event="):
+        ContinuousDepth(field, method="rk4", steps=2).set_solve_options(event=lambda t, y: y.sum())
