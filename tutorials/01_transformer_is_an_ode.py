@@ -397,6 +397,58 @@ assert leaks["rk4, 3 steps"] == 0.0 and leaks["dopri5, prefixes"] == 0.0
 assert 0.0 < leaks["dopri5, tol 1e-5"] < 1e-2
 
 # %% [markdown]
+# ## 7. Depth is a continuum: layers on the grid, states between them, and an event in depth
+#
+# A stack whose layers have their own weights is a field that jumps at every layer boundary
+# (`WeightSharedField(layers, depth=L)` declares `jump_times = 1, ..., L-1`). Every fixed grid puts a point
+# on each boundary, so **4 rk4 steps over 3 layers take 6** (two per layer) and keep rk4's order; a grid
+# blind to the boundaries would straddle them and fall to first order.
+#
+# `solve(..., dense=True)` keeps the steps, and `sol.evaluate(t)` reads the state at any depth: at a
+# step's end it is the solver's own state (no evaluation), in between the cubic Hermite interpolant of
+# the step. `ContinuousDepth.trajectory(x, t)` does the same for a model's stack. An **event**
+# `g(t, x) = 0` stops the solve at a depth found by root finding, differentiable in the weights: here the
+# depth at which the tokens' mean norm first reaches a threshold (an early exit in depth).
+
+# %%
+torch.manual_seed(0)
+layers = [SplitField(AttentionBranch(16, 2), MLPBranch(16)).double() for _ in range(3)]
+stack = WeightSharedField(layers, depth=3)
+x_stack = torch.randn(2, 8, 16, dtype=torch.float64)
+four = solve(stack, x_stack, [0.0, 3.0], method="rk4", steps=4, dense=True)
+print(f"rk4, steps=4 over 3 layers: {four.stats.n_accepted} steps taken")
+assert four.stats.n_accepted == 6
+
+depths = torch.linspace(0.0, 3.0, 61, dtype=torch.float64)
+with torch.no_grad():
+    norms = four.evaluate(depths).norm(dim=-1).mean(dim=(1, 2))
+per_layer = [solve(stack, x_stack, [0.0, float(k)], method="rk4", steps=2 * k).y1 for k in (1, 2, 3)]
+layer_gap = max((four.evaluate(float(k)) - y).abs().max().item() for k, y in zip((1, 2, 3), per_layer))
+print(f"dense output at depths 1, 2, 3 vs solving to each depth: max |diff| = {layer_gap:.1e}")
+assert layer_gap <= 1e-12
+
+threshold = float(norms[0] + 0.6 * (norms[-1] - norms[0]))
+exit_ = solve(stack, x_stack, [0.0, 3.0], method="rk4", steps=6,
+              event=lambda t, x: x.norm(dim=-1).mean() - threshold)
+reached = exit_.y1.norm(dim=-1).mean().item()
+print(f"mean norm reaches {threshold:.3f} at depth {exit_.event_t.item():.4f} (there: {reached:.3f}); "
+      f"{exit_.stats.n_accepted} of 6 steps taken")
+assert abs(reached - threshold) <= 1e-9 and exit_.stats.n_accepted < 6
+depth_grad = torch.autograd.grad(exit_.event_t, next(layers[0].parts[1].parameters()))[0]
+print(f"d(exit depth)/d(first MLP weight): norm {depth_grad.norm():.3f}")
+assert torch.isfinite(depth_grad).all() and depth_grad.norm() > 0
+
+fig, ax = plt.subplots(figsize=(6, 3.5))
+ax.plot(depths, norms, label="dense output")
+ax.plot([0, 1, 2, 3], [x_stack.norm(dim=-1).mean().item()] + [y.norm(dim=-1).mean().item() for y in per_layer],
+        "o", label="layer outputs")
+ax.axhline(threshold, color="gray", lw=0.8)
+ax.axvline(exit_.event_t.item(), color="gray", ls="--", lw=0.8, label="event: early exit")
+ax.set(xlabel="depth t", ylabel="mean token norm", title="A 3-layer stack read at any depth")
+ax.legend()
+plt.show()
+
+# %% [markdown]
 # ## Take-aways
 #
 # * A pre-norm transformer block is one Lie-Trotter step with Euler sub-steps and $h = 1$; a Macaron
@@ -407,6 +459,8 @@ assert 0.0 < leaks["dopri5, tol 1e-5"] < 1e-2
 #   sub-step. For high accuracy per evaluation, integrate the summed field with rk4 or an adaptive method.
 # * Fixed-grid solves of a causal field are exactly causal; adaptive ones leak the future by about the
 #   tolerance, and `solve` warns. Solving each prefix on its own (`causal_prefixes=True`) restores exactness.
+# * Depth is continuous: grids land on the layer boundaries, dense output reads the state at any depth, and an
+#   event stops the solve at a depth that is differentiable in the weights.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
