@@ -117,7 +117,8 @@ def test_a_tampered_checkpoint_is_refused_and_its_code_not_run(tmp_path, capsys)
         train(tiny(tmp_path, max_steps=4, resume=True))
     with pytest.raises(CheckpointError, match=refused):
         step_sweep(tmp_path, steps=(1,))
-    argv = ["train", "vit_digits", "--out-dir", str(tmp_path), "--resume", "--set", *SMALL]
+    same = ["lr=0.001", "warmup_steps=50"]  # the first run's (tiny's), which a resume cannot change
+    argv = ["train", "vit_digits", "--out-dir", str(tmp_path), "--resume", "--set", *SMALL, *same]
     assert main(argv) == 1 and "is not a neuralode_tf checkpoint" in capsys.readouterr().err
     assert not marker.exists()
     torch.load(checkpoint, weights_only=False)  # what the old loader did: it runs the code

@@ -93,16 +93,23 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device | None = 
 
     Raises:
         CheckpointError: ``path`` holds objects other than tensors, plain containers and primitives (nothing in it
-            is run), cannot be read as a torch file, or lacks an entry of a checkpoint.
+            is run), is corrupt (bytes that no pickle writes), is a directory or unreadable, cannot be read as a torch
+            file, or lacks an entry of a checkpoint.
     """
     path = Path(path)
     refused = f"{path} is not a neuralode_tf checkpoint"
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
+    except IsADirectoryError:
+        raise CheckpointError(f"{refused}: it is a directory") from None
+    except OSError as error:
+        raise CheckpointError(f"{refused}: it cannot be read ({error.strerror or error})") from None
     except pickle.UnpicklingError as error:
         # torch's reason, up to its advice (which is to allow-list what the file names, or to load it unsafely)
         reason = re.search(r"WeightsUnpickler error:\s*(.*?)(?:\.\s|\n\n|$)", str(error), re.DOTALL)
         detail = f" ({' '.join(reason.group(1).split())})" if reason else ""
+        if not re.search(r"Unsupported (global|class)|GLOBAL", str(error)):  # bytes no pickle writes: not a refusal
+            raise CheckpointError(f"{refused}: it is corrupt, not a file torch.save writes{detail}") from error
         raise CheckpointError(
             f"{refused}: it holds something other than tensors, plain containers and numbers{detail}, which could run "
             "code when loaded, so it was not loaded"

@@ -2,17 +2,32 @@
 
 from __future__ import annotations
 
+import json
+import re
+import sys
 import traceback
 import warnings
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
 
 import torch
 
+from ._checkpoint import CHECKPOINT, load_checkpoint
 from ._describe import data_keys, model_keys
 from .config import ConfigError, TrainConfig
 from .presets import PRESETS, Preset
 from .tasks import Task, build_task
 
-__all__ = ["ScheduleWarning", "checked_task", "run_length"]
+__all__ = ["ScheduleWarning", "checked_task", "run_length", "resumed_state", "FIXED_ON_RESUME"]
+
+FIXED_ON_RESUME = (
+    "preset", "batch_size", "lr", "weight_decay", "warmup_steps", "optimizer", "momentum", "warmup_epochs",
+    "lr_decay_epochs", "grad_clip", "grad_accumulation", "seed", "model", "data",
+)  # fmt: skip
+"""Settings a resumed run cannot change: the checkpoint's model, optimizer, schedule and data order follow them.
+The others (``epochs``, ``max_steps``, ``checkpoint_every``, ``eval_batch_size``, ``device``, ``progress``) take
+effect from the step the run resumes at."""
 
 
 class ScheduleWarning(UserWarning):
@@ -26,7 +41,8 @@ def checked_task(config: TrainConfig, device: torch.device) -> Task:
 
     Raises:
         ConfigError: such a key (a ``TypeError`` of the dataset or the model that quotes it), named with what the
-            dataset or the model accepts.
+            dataset or the model accepts; or a value they refuse (a ``ValueError``, e.g. the solver's
+            ``SolverConfigError`` for ``model.steps=0``), named with the refusal.
     """
     try:
         task = build_task(config)
@@ -45,6 +61,17 @@ def checked_task(config: TrainConfig, device: torch.device) -> Task:
             raise _unknown(config, f"data.{key}", error, f"the dataset {name!r} takes {', '.join(values)}") from error
         accepted = model_keys(preset, preset.load_data(config.data), {}).accepted()
         raise _unknown(config, f"model.{key}", error, accepted) from error
+    except ConfigError:
+        raise
+    except ValueError as error:
+        in_data = any(frame.f_code is Preset.load_data.__code__ for frame, _ in traceback.walk_tb(error.__traceback__))
+        group, values = ("data", config.data) if in_data else ("model", config.model)
+        named = [key for key in values if re.search(rf"\b{re.escape(key)}\b", str(error))]
+        setting = ", ".join(f"{group}.{key}={values[key]!r}" for key in named) or f"the {group}.* settings"
+        raise ConfigError(
+            f"invalid {setting} for preset {config.preset!r}: {error} (neuralode-tf train {config.preset} --describe "
+            "lists the settings with their values)"
+        ) from error
     return task
 
 
@@ -78,6 +105,41 @@ def run_length(config: TrainConfig, examples: int, world: int) -> tuple[int, int
             stacklevel=3,
         )
     return steps_per_epoch, total
+
+
+def resumed_state(config: TrainConfig, folder: Path, total: int, device: torch.device) -> dict[str, Any] | None:
+    """With ``config.resume``: the checkpoint in ``folder`` to continue from, after checking that this run can
+    continue it; ``None`` without ``resume``, or when ``folder`` has no checkpoint (a first run: said on stderr, and
+    the run starts from scratch). Reads only: a refused resume leaves the folder as it was.
+
+    Raises:
+        ConfigError: a setting of :data:`FIXED_ON_RESUME` differs from the checkpoint's ``config.json`` (naming
+            both values), or the checkpoint is past the end of this run (fewer ``epochs``).
+        CheckpointError: the checkpoint cannot be loaded.
+    """
+    if not config.resume:
+        return None
+    if not (folder / CHECKPOINT).exists():
+        print(f"neuralode-tf: no {CHECKPOINT} in {folder} to resume from: training from scratch", file=sys.stderr)
+        return None
+    saved_file = folder / "config.json"
+    if saved_file.is_file():
+        saved = json.loads(saved_file.read_text())
+        now = json.loads(json.dumps(asdict(config)))  # as config.json holds it: tuples as lists
+        changed = [name for name in FIXED_ON_RESUME if name in saved and saved[name] != now[name]]
+        if changed:
+            what = ", ".join(f"{name}={now[name]!r} (the checkpoint's: {saved[name]!r})" for name in changed)
+            raise ConfigError(
+                f"--resume cannot change {what}: the checkpoint was trained with the others. Drop the change, or "
+                "train into another --out-dir"
+            )
+    state = load_checkpoint(folder / CHECKPOINT, device)
+    if state["step"] > total:
+        raise ConfigError(
+            f"the checkpoint in {folder} is at step {state['step']}, past the {total} steps of epochs={config.epochs}: "
+            "resume with epochs at least as many as it was trained with"
+        )
+    return state
 
 
 def _unknown(config: TrainConfig, key: str, error: TypeError, accepted: str) -> ConfigError:

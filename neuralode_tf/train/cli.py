@@ -17,8 +17,11 @@ A run is ``TrainConfig(preset, **settings)`` with the settings of the config fil
 ``train(TrainConfig("vit_digits", epochs=5))`` is ``neuralode-tf train vit_digits --set epochs=5``. --describe
 prints the run's settings and the ``model.*`` and ``data.*`` keys its preset accepts, with their values.
 
-Every setting is checked before anything is written (an unknown key or a wrong type is an error naming it, and
-an earlier run in the output folder is left as it was). SIGTERM or Ctrl-C stops a run after the current step
+Every setting is checked before anything is written (an unknown key, a wrong type or a value out of range is an
+error naming it, and an earlier run in the output folder is left as it was). --resume refuses a change to a setting
+the checkpoint was trained with (lr, seed, batch_size, model.*, data.*, ...), applies more epochs or
+steps, and records in config.json what the resumed run used; with no checkpoint in the folder it says so on stderr
+and trains from scratch. SIGTERM or Ctrl-C stops a run after the current step
 with a checkpoint; --resume continues it. Exit codes: 0 done; 2 invalid settings (nothing written); 1 the output
 folder cannot be written or a checkpoint is unreadable or unsafe to load; 130 (SIGINT) or 143 (SIGTERM) stopped
 by that signal, checkpoint written.
@@ -55,7 +58,12 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("preset", nargs="?", help="preset name (see --list)")
     run.add_argument("--config", help="JSON or TOML file with TrainConfig fields")
     run.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="overrides, e.g. lr=3e-4 model.dim=64")
-    run.add_argument("--resume", action="store_true", help="continue from out_dir/checkpoint.pt")
+    run.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from out_dir/checkpoint.pt (none there: say so and train from scratch); settings that shape "
+        "the checkpoint (lr, seed, batch_size, model.*, data.*, ...) cannot change, epochs and max_steps can",
+    )
     run.add_argument("--out-dir", help="output folder (default runs/<preset>)")
     run.add_argument("--list", action="store_true", help="list the presets and exit")
     run.add_argument(
@@ -119,6 +127,9 @@ def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 def _compare(args: argparse.Namespace) -> int:
     """Train the variants, write ``rows.json`` and ``table.md`` to the output folder, print the table."""
     variants = VARIANTS[args.preset]
+    unknown = [name for name in args.variants or () if name not in variants]
+    if unknown:
+        raise ConfigError(f"unknown --variants {unknown} for {args.preset}; valid: {', '.join(variants)}")
     chosen = {name: variants[name] for name in (args.variants or variants)}
     values = {**apply_overrides({}, args.set), "progress": False}  # the runs' bars would interleave
     out = Path(args.out_dir or f"runs/compare/{args.preset}")

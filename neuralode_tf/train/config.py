@@ -25,6 +25,20 @@ class ConfigError(ValueError):
 
 _OPTIMIZERS = ("adamw", "sgd")
 
+_RANGES: dict[str, tuple[Any, str]] = {
+    "epochs": (lambda v: v >= 1, ">= 1"),
+    "batch_size": (lambda v: v >= 1, ">= 1"),
+    "eval_batch_size": (lambda v: v >= 1, ">= 1"),
+    "lr": (lambda v: 0 < v < float("inf"), "a finite number > 0"),
+    "weight_decay": (lambda v: 0 <= v < float("inf"), "a finite number >= 0"),
+    "warmup_steps": (lambda v: v >= 0, ">= 0"),
+    "grad_clip": (lambda v: 0 <= v < float("inf"), "a finite number >= 0 (0: no clipping)"),
+    "checkpoint_every": (lambda v: v >= 0, ">= 0 (0: at the end only)"),
+    "max_steps": (lambda v: v is None or v >= 1, "None or >= 1"),
+    "device": (lambda v: v in ("auto", "cpu", "cuda") or v.startswith("cuda:"), "'auto', 'cpu', 'cuda' or 'cuda:N'"),
+}
+"""The values each setting accepts beyond its type, and how to say so."""
+
 
 class _FromPreset:
     """The default of every :class:`TrainConfig` field but ``preset``: the preset's own value."""
@@ -129,6 +143,9 @@ class TrainConfig:
             if not any(_is(value, kind) for kind in kinds):
                 expected = " or ".join("None" if kind is type(None) else kind.__name__ for kind in kinds)
                 raise ConfigError(f"setting {entry.name}={value!r} must be {expected}, not {type(value).__name__}")
+        for name, (accepts, what) in _RANGES.items():
+            if not accepts(getattr(self, name)):
+                raise ConfigError(f"setting {name}={getattr(self, name)!r} must be {what}")
         if not all(_is(epoch, int) and epoch >= 1 for epoch in self.lr_decay_epochs):
             raise ConfigError(f"setting lr_decay_epochs={self.lr_decay_epochs!r} must list epochs >= 1")
         if self.grad_accumulation < 1:
@@ -175,10 +192,17 @@ def load_config(path: str | Path) -> dict[str, Any]:
     """Read a JSON or TOML config file into a dict of :class:`TrainConfig` fields; another key raises
     :class:`ConfigError`."""
     path = Path(path)
-    text = path.read_text()
     if path.suffix not in (".toml", ".json"):
         raise ConfigError(f"config files must be .json or .toml, got {path.name}")
-    values = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    try:
+        text = path.read_text()
+        values = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    except OSError as error:
+        raise ConfigError(f"cannot read the config file {str(path)!r}: {error.strerror or error}") from None
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ConfigError(f"the config file {str(path)!r} is not valid {path.suffix[1:].upper()}: {error}") from None
+    if not isinstance(values, dict):
+        raise ConfigError(f"the config file {str(path)!r} must hold a table of settings, got {type(values).__name__}")
     unknown = sorted(set(values) - _FIELDS)
     if unknown:
         raise ConfigError(f"unknown settings {unknown} in {path}; valid: {sorted(_FIELDS)}")

@@ -28,12 +28,12 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm.auto import tqdm
 
 from ..continuous import ContinuousDepth, regularization
-from ._checkpoint import CHECKPOINT, check_run_folder, load_checkpoint, save_checkpoint, write_atomically
+from ._checkpoint import CHECKPOINT, check_run_folder, save_checkpoint, write_atomically
 from ._evaluation import perplexity, scores, validation
 from ._optim import optimizer_for, schedule_for
 from ._signals import StopRequest, TrainingInterrupted, stop_requests
-from ._validate import checked_task, run_length
-from .config import TrainConfig
+from ._validate import checked_task, resumed_state, run_length
+from .config import ConfigError, TrainConfig
 from .tasks import Task
 
 __all__ = ["train", "evaluate", "NonFiniteLossError"]
@@ -90,12 +90,15 @@ def train(config: TrainConfig) -> dict[str, Any]:
     device = torch.device(
         config.device if config.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     )
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"setting device={config.device!r}, but torch finds no CUDA device: use device=auto or cpu")
     if device.type == "cuda" and world > 1:
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
     torch.manual_seed(config.seed)
     task = checked_task(config, device)
     steps_per_epoch, total = run_length(config, len(task.train), world)
     out = Path(config.out_dir)
+    state = resumed_state(config, out, total, device)
     if rank == 0:
         check_run_folder(out)
 
@@ -106,8 +109,7 @@ def train(config: TrainConfig) -> dict[str, Any]:
     history: list[dict[str, float]] = []
     start = 0
     checkpoint_path = out / CHECKPOINT
-    if config.resume and checkpoint_path.exists():
-        state = load_checkpoint(checkpoint_path, device)
+    if state is not None:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
