@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from neuralode_tf.train import CheckpointError, ConfigError, load_checkpoint, train
+from neuralode_tf.train import CheckpointError, ConfigError, evaluate, load_checkpoint, load_run, train
 from neuralode_tf.train._validate import FIXED_ON_RESUME
 from tests.test_train import tiny
 
@@ -114,3 +114,13 @@ def test_a_checkpoint_that_cannot_be_loaded_says_why_in_one_line(tmp_path):
     done = _cli("train", "vit_digits", "--out-dir", "folder", "--resume", "--set", *SMALL, cwd=tmp_path)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.strip().endswith("is not a neuralode_tf checkpoint: it is a directory"), done.stderr
+
+
+def test_a_finished_run_reloads_for_evaluation(tmp_path):
+    """``load_run`` gives the run's settings and its trained model: evaluated, the test accuracy the run reported."""
+    result = train(tiny(tmp_path, max_steps=3))
+    config, task = load_run(tmp_path)
+    assert config == tiny(tmp_path, max_steps=3) and not task.model.training
+    assert evaluate(task.model, task, torch.device("cpu")) == result["test_accuracy"]
+    with pytest.raises(CheckpointError, match=r"holds no run to load: it has no config\.json and no checkpoint\.pt"):
+        load_run(tmp_path / "nothing")

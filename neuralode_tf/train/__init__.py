@@ -16,6 +16,7 @@ from .config import ConfigError, TrainConfig, apply_overrides, load_config
 from .loop import NonFiniteLossError, evaluate, train
 from .metrics import METRICS
 from .presets import EA_VARIANTS, OT_VARIANTS, PRESETS, TRANSEVOLVE_LISTOPS_VARIANTS, VARIANTS, Preset, register_preset
+from .runs import load_run
 from .tasks import Task, build_task
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "RunFolderError",
     "TrainingInterrupted",
     "load_checkpoint",
+    "load_run",
     "PRESETS",
     "register_preset",
     "OT_VARIANTS",
