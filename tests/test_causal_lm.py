@@ -10,6 +10,7 @@ import pytest
 import torch
 from torch import nn
 
+import neuralode_tf.models.causal_lm as causal_lm_module
 from neuralode_tf import ContinuousDepth, regularization
 from neuralode_tf.fields import ComposedField, KineticEnergy, as_field
 from neuralode_tf.models import CausalLM, create_model, model_config
@@ -340,3 +341,51 @@ def test_bad_arguments_raise_clear_errors(device):
     mlp_only = build(field=as_field(MLPBranch(16)), positions="learned").to(device)
     with pytest.raises(TypeError, match="'kv_cache' is taken by no bind"):
         mlp_only.generate(tokens, 1)
+
+
+def test_token_ids_outside_the_vocabulary_are_named_once_per_call(device, monkeypatch):
+    """An id outside ``[0, vocab_size)`` raises ``ValueError`` naming the id, its (batch, token) position and the
+    vocabulary size, not torch's bare ``IndexError``; the range is read once per forward, and once per generate()
+    (the sampled ids are in range), whatever the number of new tokens."""
+    model = _model(device)
+    tokens = _tokens(device, 5, batch=2)
+    bad = tokens.clone()
+    bad[1, 3] = VOCAB
+    with torch.no_grad():
+        named = rf"tokens holds token id {VOCAB} at \(batch 1, token 3\), outside .*\(vocab_size={VOCAB}\)"
+        with pytest.raises(ValueError, match=named):
+            model(bad)
+        with pytest.raises(ValueError, match=r"token id -1 at \(batch 0, token 0\)"):
+            model(tokens.masked_fill(tokens == tokens[0, 0], -1), kv_cache=KVCache())
+    for cache in (True, False):
+        with pytest.raises(ValueError, match=rf"prompt holds token id {VOCAB} at \(batch 1, token 3\)"):
+            model.generate(bad, 3, cache=cache)
+    ranged = []
+    checked = causal_lm_module.check_token_ids
+
+    def counting(ids, name, vocab_size=None):
+        ranged.append(vocab_size is not None)
+        return checked(ids, name, vocab_size)
+
+    monkeypatch.setattr(causal_lm_module, "check_token_ids", counting)
+    with torch.no_grad():
+        model(tokens)
+    assert sum(ranged) == 1
+    for cache in (True, False):
+        ranged.clear()
+        assert model.generate(tokens, 2 * BLOCK, cache=cache).shape == (2, 5 + 2 * BLOCK)  # the window slides too
+        assert sum(ranged) == 1
+
+
+def test_generate_in_training_mode_with_dropout_warns(device):
+    """generate() in training mode with dropout samples it at every step: a UserWarning says so and advises eval();
+    in eval mode, or in training mode without dropout, nothing is said."""
+    prompt = _tokens(device, 3, batch=1)
+    model = _model(device, dropout=0.1).train()
+    with pytest.warns(UserWarning, match=r"training mode, which samples dropout.*model\.eval\(\)") as caught:
+        model.generate(prompt, 2)
+    assert caught[0].filename == __file__  # points at the call of generate()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.eval().generate(prompt, 2)
+        _model(device).train().generate(prompt, 2)

@@ -167,3 +167,16 @@ def test_demo_help_lists_its_options(capsys):
     options = ("--dim", "--num-heads", "--tokens", "--batch", "--depth", "--sets", "--seed")
     assert all(option in shown for option in options)
     assert "The first row, Lie-Trotter with Euler and unit" in shown
+
+
+@pytest.mark.parametrize("argv", [["--sets", "3"], ["--sets", "0"], ["--depth", "6", "--sets", "4"]])
+def test_demo_refuses_sets_that_do_not_divide_the_depth(argv, capsys):
+    """The help says the number of parameter sets divides the depth: another one is a usage error (exit code 2) whose
+    one line names --sets, the depth and the valid divisors."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["demo", *SMALL_DEMO, *argv])
+    assert exit_.value.code == 2
+    error = capsys.readouterr().err.splitlines()[-1]
+    depth, divisors = ("6", "1, 2, 3, 6") if "--depth" in argv else ("4", "1, 2, 4")
+    assert error.startswith("neuralode-tf: error: --sets ") and f"must divide --depth {depth}" in error
+    assert error.endswith(f"valid: {divisors}")

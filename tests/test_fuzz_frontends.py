@@ -10,8 +10,8 @@ References, on a fixed grid: the outputs at real positions do not change, exactl
 huge values, and equal those of the unpadded sequence (up to rounding, as lengths change reduction sizes); a sample's
 outputs do not depend on the rest of its batch; a timm ViT converted with the default settings gives its logits.
 
-Not drawn, as outside the documented preconditions: token ids outside ``[0, vocab_size)`` (checking them would
-synchronise with the device at every call), sequences without a real token, sets without a real point, timm
+Not drawn: token ids outside ``[0, vocab_size)`` (each front-end's tests check the ``ValueError`` naming them);
+and, as outside the documented preconditions, sequences without a real token, sets without a real point, timm
 images of another size (timm asserts on them itself). Widths are tiny; with the default "ci" profile (25
 derandomised examples per test) the file runs in about 10 s on a CPU; "thorough" (400) in about 100 s.
 """

@@ -263,3 +263,17 @@ def test_the_package_lists_its_public_names():
         "BertModel",
         "RobertaModel",
     }
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "bert"])
+def test_token_ids_outside_the_vocabulary_are_named(family, device):
+    """An id outside the input embedding's ``[0, vocab_size)`` raises ``ValueError`` naming it, its (batch, token)
+    position and the vocabulary size, where the embedding lookup would raise a bare ``IndexError``."""
+    converted = from_transformers(model(family).to(device))
+    ids, mask = inputs(family, "right", device)
+    vocab = converted.base.get_input_embeddings().num_embeddings
+    for bad_id in (vocab, -1):
+        bad = ids.clone()
+        bad[2, 1] = bad_id
+        with pytest.raises(ValueError, match=rf"input_ids holds token id {bad_id} at \(batch 2, token 1\).*{vocab}\)"):
+            converted(bad, mask)

@@ -178,3 +178,17 @@ def test_seq2seq_learns_to_reverse_a_short_sequence(device):
     accuracy = (decoded == tgt[:, 1:]).all(dim=1).float().mean().item()
     assert accuracy >= 0.95, f"sequence accuracy {accuracy:.2f} (loss {loss:.3f})"
 
+
+
+def test_token_ids_outside_the_vocabulary_are_named(device):
+    """An id outside its vocabulary raises ``ValueError`` naming the argument (``src`` or ``tgt_in``), the id, its
+    (batch, token) position and that vocabulary's size."""
+    model = Seq2Seq(10, 12, dim=16, num_heads=2).eval().to(device)
+    src, tgt_in = torch.randint(3, 10, (2, 5), device=device), torch.randint(3, 10, (2, 4), device=device)
+    with pytest.raises(ValueError, match=r"src holds token id 10 at \(batch 0, token 2\).*vocab_size=10"):
+        model(src.index_fill(1, torch.tensor([2], device=device), 10), tgt_in)
+    with pytest.raises(ValueError, match=r"tgt_in holds token id 12 at \(batch 0, token 3\).*vocab_size=12"):
+        model(src, tgt_in.index_fill(1, torch.tensor([3], device=device), 12))
+    with pytest.raises(ValueError, match=r"tgt_in holds token id -1 at \(batch 0, token 0\)"):
+        model.greedy_decode(src, 3, bos=-1, eos=EOS)
+    assert model(src, tgt_in.index_fill(1, torch.tensor([3], device=device), 11)).shape == (2, 4, 12)

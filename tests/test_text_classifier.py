@@ -46,3 +46,19 @@ def test_text_classifier_takes_any_field_and_solve_settings(device):
     assert model.encoder.field is field and model.encoder.stats.nfe == 4
     assert all(p.grad is not None for p in field.parameters())
 
+
+
+def test_token_ids_outside_the_vocabulary_are_named(device):
+    """An id outside ``[0, vocab_size)`` at a real position raises ``ValueError`` naming it, its (batch, token)
+    position and the vocabulary size; at a padded position it is read as PAD, as any id there is."""
+    model = TextClassifier(30, 3, dim=16, num_heads=2, depth=1).eval().to(device)
+    tokens = torch.randint(1, 30, (2, 6), device=device)
+    for bad_id in (30, -3):
+        bad = tokens.clone()
+        bad[1, 4] = bad_id
+        with pytest.raises(ValueError, match=rf"tokens holds token id {bad_id} at \(batch 1, token 4\).*vocab_size=30"):
+            model(bad)
+        pad = torch.zeros(2, 6, dtype=torch.bool, device=device)
+        pad[1, 4:] = True
+        with torch.no_grad():
+            assert torch.equal(model(bad, pad), model(tokens, pad))

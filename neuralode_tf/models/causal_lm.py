@@ -13,9 +13,9 @@ from .._checks import check_padding_mask
 from ..continuous import ContinuousDepth
 from ..nn import AttentionBranch, EvolvingAttentionBranch, KVCache, MLPBranch
 from ..numerics import FIXED_GRID_METHODS
+from ._inputs import check_token_ids, warn_if_dropout_samples
 from .blocks import _evolving_settings, _transformer_sets
 from .stack import _named_field, stack_encoder
-from .text import _check_ids
 
 __all__ = ["CausalLM"]
 
@@ -152,10 +152,11 @@ class CausalLM(nn.Module):
         if tie_weights:
             self.head.weight = self.embed.weight
 
-    def embeddings(self, tokens: Tensor, start: int = 0) -> Tensor:
+    def embeddings(self, tokens: Tensor, start: int = 0, *, check_range: bool = True) -> Tensor:
         """``x(0)`` ``(B, n, dim)`` of ``tokens`` ``(B, n)`` at positions ``start .. start + n - 1``: token plus learned
-        position embeddings (rotary positions enter in the attention), then dropout."""
-        _check_ids(tokens, "tokens")
+        position embeddings (rotary positions enter in the attention), then dropout. An id outside ``[0, vocab_size)``
+        raises ``ValueError`` (one synchronisation with the device; ``check_range=False`` skips it, for known ids)."""
+        check_token_ids(tokens, "tokens", self.embed.num_embeddings if check_range else None)
         if tokens.ndim != 2 or not tokens.shape[1]:
             raise ValueError(f"tokens must be (B, n) with n >= 1, got shape {tuple(tokens.shape)}")
         if start + tokens.shape[1] > self.block_size:
@@ -181,9 +182,9 @@ class CausalLM(nn.Module):
         self._check_cacheable()
         return self._cached_features(tokens, kv_cache)
 
-    def _cached_features(self, tokens: Tensor, kv_cache: KVCache) -> Tensor:
+    def _cached_features(self, tokens: Tensor, kv_cache: KVCache, check_range: bool = True) -> Tensor:
         """:meth:`forward_features` with a cache, once :meth:`_check_cacheable` has passed."""
-        x = self.embeddings(tokens, kv_cache.length)
+        x = self.embeddings(tokens, kv_cache.length, check_range=check_range)
         with kv_cache.extending(tokens.shape[1]):
             x = self.encoder(x, kv_cache=kv_cache)
         return self.norm(x)
@@ -224,9 +225,11 @@ class CausalLM(nn.Module):
         method (which picks its steps from the state), torchdiffeq's iterated ``implicit_adams``/``fixed_adams``,
         ``compile``, and ``field="evolving"`` (its state carries ``n × n`` logit maps, whose rows for a new token
         would need the earlier rows of every stage; not implemented). ``cache=False`` works with every model.
-        Call ``eval()`` first: in training mode dropout makes every step random.
+        Call ``eval()`` first: in training mode dropout makes every step random (a ``UserWarning`` says so).
+        An id of ``prompt`` outside ``[0, vocab_size)`` raises ``ValueError``; it is checked once, not per token.
         """
-        _check_ids(prompt, "prompt")
+        check_token_ids(prompt, "prompt", self.embed.num_embeddings)
+        warn_if_dropout_samples(self, "generate()", stacklevel=4)  # (4: past torch.no_grad's wrapper)
         if prompt.ndim != 2 or not prompt.shape[1]:
             raise ValueError(f"prompt must be (B, n0) with n0 >= 1, got shape {tuple(prompt.shape)}")
         if not (isinstance(max_new_tokens, int) and max_new_tokens >= 0):
@@ -238,16 +241,15 @@ class CausalLM(nn.Module):
         if cache:
             self._check_cacheable()
         tokens, kv_cache = prompt, KVCache()
-        for _ in range(max_new_tokens):
+        for _ in range(max_new_tokens):  # the ids were checked above (the prompt) or sampled: not checked again
+            window = tokens[:, -self.block_size :]
             if not cache:
-                logits = self(tokens[:, -self.block_size :])
+                logits = self.forward_head(self.norm(self.encoder(self.embeddings(window, check_range=False))))
             else:  # checked once above, not per token
                 if not kv_cache.length or kv_cache.length >= self.block_size:
                     kv_cache.clear()
-                    new = tokens[:, -self.block_size :]
-                else:
-                    new = tokens[:, -1:]
-                logits = self.forward_head(self._cached_features(new, kv_cache))
+                new = tokens[:, -1:] if kv_cache.length else window
+                logits = self.forward_head(self._cached_features(new, kv_cache, check_range=False))
             tokens = torch.cat([tokens, _sample(logits[:, -1], temperature, top_k, generator)], dim=1)
         kv_cache.clear()  # the branches keep it bound until the next forward: free its tensors now
         return tokens
@@ -256,9 +258,7 @@ class CausalLM(nn.Module):
         """Raise ``ValueError`` unless every solve of the model makes a fixed sequence of evaluations."""
         if any(isinstance(module, EvolvingAttentionBranch) for module in self.modules()):
             raise ValueError("field='evolving' has no KV cache (its state carries n × n logit maps); use cache=False")
-        for module in self.modules():
-            if not isinstance(module, ContinuousDepth):
-                continue
+        for module in (m for m in self.modules() if isinstance(m, ContinuousDepth)):
             options = module.solve_options
             method = options["method"]
             if method not in FIXED_GRID_METHODS or method in _ITERATED:

@@ -141,7 +141,7 @@ class Seq2Seq(EncoderDecoder):
     def encode(self, src: Tensor, src_key_padding_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """The memory ``(B, S, dim)`` of ``src`` ``(B, S)`` and its padding mask (default ``src == PAD``)."""
         src_key_padding_mask = _padding(src, src_key_padding_mask, "src", "src_key_padding_mask")
-        x = self.encoder(self.src_embed(src, src_key_padding_mask), key_padding_mask=src_key_padding_mask)
+        x = self.encoder(self.src_embed(src, src_key_padding_mask, name="src"), key_padding_mask=src_key_padding_mask)
         return self.encoder_norm(x), src_key_padding_mask
 
     def decode(
@@ -150,7 +150,7 @@ class Seq2Seq(EncoderDecoder):
         """Next-token logits ``(B, T, tgt_vocab)`` at every position of ``tgt_in`` ``(B, T)``, given the memory."""
         tgt_key_padding_mask = _padding(tgt_in, tgt_key_padding_mask, "tgt_in", "tgt_key_padding_mask")
         y = self.decoder(
-            self.tgt_embed(tgt_in, tgt_key_padding_mask),
+            self.tgt_embed(tgt_in, tgt_key_padding_mask, name="tgt_in"),
             key_padding_mask=tgt_key_padding_mask,
             memory=memory,
             memory_key_padding_mask=src_key_padding_mask,

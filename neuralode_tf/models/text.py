@@ -10,6 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import check_padding_mask
+from ._inputs import check_token_ids
 from .blocks import _evolving_settings, _transformer_sets
 from .stack import _named_field, stack_encoder
 
@@ -60,13 +61,15 @@ class TokenEmbedding(nn.Module):
     def weight(self) -> Tensor:
         return self.embedding.weight
 
-    def forward(self, tokens: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
+    def forward(self, tokens: Tensor, key_padding_mask: Tensor | None = None, *, name: str = "tokens") -> Tensor:
         """Embed ``tokens`` ``(B, L)``, integer ids; ids at ``key_padding_mask`` (bool, True at padding) are read
-        as ``PAD``, so whatever a padded position holds never reaches the model."""
-        _check_ids(tokens, "tokens")
-        check_padding_mask(key_padding_mask, "key_padding_mask", tokens.shape, "tokens")
+        as ``PAD``, so whatever a padded position holds never reaches the model. Every other id must lie in
+        ``[0, vocab_size)``, else ``ValueError`` names it, its position and ``name`` (the caller's argument)."""
+        check_token_ids(tokens, name)
+        check_padding_mask(key_padding_mask, "key_padding_mask", tokens.shape, name)
         if key_padding_mask is not None:
             tokens = tokens.masked_fill(key_padding_mask, PAD)
+        check_token_ids(tokens, name, self.embedding.num_embeddings)
         x = self.embedding(tokens) * math.sqrt(self.dim)
         return x + sinusoidal_positions(tokens.shape[-1], self.dim, device=x.device, dtype=x.dtype)
 
@@ -181,20 +184,10 @@ class TextClassifier(nn.Module):
         return _masked_pool(self.norm(x), key_padding_mask, self.pooling)
 
 
-def _check_ids(tokens: Tensor, name: str) -> None:
-    if (
-        not isinstance(tokens, Tensor)
-        or tokens.is_floating_point()
-        or tokens.is_complex()
-        or tokens.dtype == torch.bool
-    ):
-        raise TypeError(f"{name} must be a tensor of integer token ids, got {getattr(tokens, 'dtype', type(tokens))}")
-
-
 def _padding(tokens: Tensor, padding_mask: Tensor | None, tokens_name: str, mask_name: str) -> Tensor:
     """The padding mask of a front-end's ``tokens`` (integer ids, checked): ``padding_mask`` (any 0/1 or bool tensor
     shaped like ``tokens``) as bool, by default ``tokens == PAD``. The names are the front-end's arguments."""
-    _check_ids(tokens, tokens_name)
+    check_token_ids(tokens, tokens_name)
     if padding_mask is None:
         return tokens.eq(PAD)
     if not isinstance(padding_mask, Tensor):

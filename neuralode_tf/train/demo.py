@@ -27,6 +27,7 @@ from .._typing import State
 from ..fields import SplitField, WeightSharedField
 from ..nn import AttentionBranch, MLPBranch
 from ..numerics import solve
+from .config import ConfigError
 
 __all__ = ["RUNS", "add_arguments", "problem", "run"]
 
@@ -54,6 +55,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seeds the parameters and the input (default 0)")
 
 
+def _check_arguments(args: argparse.Namespace) -> None:
+    """Raise :class:`~neuralode_tf.train.ConfigError` (the command line's usage error, exit code 2) unless ``--depth``
+    is a positive integer and ``--sets`` one of its divisors, so that every parameter set covers as many layers."""
+    if args.depth < 1:
+        raise ConfigError(f"--depth must be a positive integer (the number of layers), got {args.depth}")
+    divisors = [k for k in range(1, args.depth + 1) if args.depth % k == 0]
+    if args.sets not in divisors:
+        raise ConfigError(
+            f"--sets {args.sets} must divide --depth {args.depth}, so that every parameter set covers as many layers; "
+            f"valid: {', '.join(map(str, divisors))}"
+        )
+
+
 def problem(args: argparse.Namespace) -> tuple[WeightSharedField, Tensor]:
     """The float64 field (``depth`` layers of attention then MLP from ``sets`` parameter sets) and the initial
     tokens ``(batch, tokens, dim)``, drawn after ``torch.manual_seed(seed)``."""
@@ -65,7 +79,9 @@ def problem(args: argparse.Namespace) -> tuple[WeightSharedField, Tensor]:
 
 @torch.no_grad()
 def run(args: argparse.Namespace) -> int:
-    """Print the table of :data:`RUNS` for the options ``args`` (see :func:`add_arguments`); return 0."""
+    """Print the table of :data:`RUNS` for the options ``args`` (see :func:`add_arguments`); return 0. A ``sets``
+    that does not divide ``depth`` raises :class:`~neuralode_tf.train.ConfigError` (exit code 2 on the command line)."""
+    _check_arguments(args)
     field, x = problem(args)
     t = [0.0, float(args.depth)]
     reference = _tensor(solve(field, x, t, method="dopri5", rtol=1e-10, atol=1e-10).y1)

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from .._inputs import check_token_ids
 from ._attention import AttentionMasks, TransformersAttention
 
 __all__ = ["Family", "ContinuousTransformersModel", "causal_lm_head", "last_token_head"]
@@ -144,13 +145,16 @@ class ContinuousTransformersModel(nn.Module):
         """``last_hidden_state`` ``(B, n, d)``: embedding, the ODE over the blocks' depth, final norm.
 
         Args:
-            input_ids: Token ids ``(B, n)``.
+            input_ids: Token ids ``(B, n)``, each in ``[0, vocab_size)`` of the input embedding (also at padding, which
+                the embedding reads too), else ``ValueError`` names the id and its position.
             attention_mask: Hugging Face's convention: ``(B, n)``, 1 (or True) at real tokens, 0 at padding.
             position_ids: As the Hugging Face model takes them (default: ``0 .. n-1``, also under left padding).
             token_type_ids: Segment ids, for the families that take them (GPT-2, BERT).
         """
         padding = _key_padding_mask(input_ids, attention_mask)
-        base, family = self.base, self.family
+        base: Any = self.base  # a transformers PreTrainedModel
+        family = self.family
+        check_token_ids(input_ids, "input_ids", base.get_input_embeddings().num_embeddings)
         if token_type_ids is not None and not family.token_type_ids:
             raise ValueError(f"{type(base).__name__} takes no token_type_ids")
         x = family.embed(base, input_ids, position_ids, token_type_ids)
