@@ -5,7 +5,8 @@ A transformer layer's field (attention and MLP branches, d = 32, 2 x 8 tokens, f
 ``neuralode_tf.solve`` on the torchdiffeq and torchode backends and by ``torchdiffeq.odeint`` and torchode's own
 ``AutoDiffAdjoint`` on the same field; and at 2 times by ``solve``, the cost of the solve alone, and with a step
 forced onto every output time (``options={"step_t": t}``, what ``solve`` once did by default). Evaluations are
-counted, not timed, so the numbers are exact and the same on every machine. ``python -m benchmarks.output_times``
+counted, not timed, so no timing noise enters them (the floating-point steps of another torch build could change
+them by a step; ``tests/test_side_by_side.py`` recomputes the claim in its run). ``python -m benchmarks.output_times``
 prints them and writes ``benchmarks/results/output_times_<device>.json``.
 """
 

@@ -70,6 +70,11 @@ class CountingField(nn.Module):
             self._checked = True
         return out
 
+    @property
+    def in_backward(self) -> bool:
+        """Whether the evaluations now are the backward pass's (after :meth:`start_backward`)."""
+        return self._backward
+
     def start_backward(self) -> None:
         """Count further evaluations as backward-pass evaluations."""
         self._backward = True

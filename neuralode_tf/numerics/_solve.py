@@ -192,7 +192,8 @@ def solve(
     _feature_checks.check_callbacks(field, chosen)
     _feature_checks.check_recording(dense or event is not None, method, chosen, adjoint, compile, times, event)
     fixed = method in chosen.fixed_grid
-    recording = dense or event is not None or wants_time_gradients(t)
+    time_gradients = wants_time_gradients(t)  # t is then a tensor
+    recording = dense or event is not None or time_gradients
     _feature_checks.check_sample_times(sample_times, chosen, per_sample, fixed, field, recording, y0)
     step = _validate.step_size(method, fixed, times, step_size, steps)
     rtol, atol = _validate.tolerances(method, chosen, fixed, rtol, atol, y0)
@@ -201,8 +202,8 @@ def solve(
     if step is None:
         _warn_if_causal(field, method)
     stats = Stats(backend=chosen.name)
-    if time_gradients := wants_time_gradients(t):
-        y0 = shifted_start(field, y0, t[0], stats)
+    if time_gradients:
+        y0 = shifted_start(field, y0, t[0], stats)  # type: ignore[arg-type]
     trajectory = Trajectory(field, jump_times_of(field), stats, event) if dense or event else None
     settings = Settings(
         method=method,

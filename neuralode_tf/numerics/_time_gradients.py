@@ -7,12 +7,12 @@ For the exact solution of ``dy/dt = f(t, y)`` from ``y(t_0) = y_0``,
     \\frac{\\partial y(t_i)}{\\partial t_i} = f(t_i, y(t_i)), \\qquad
     \\frac{\\partial y(t_i)}{\\partial t_0} = -\\frac{\\partial y(t_i)}{\\partial y_0} f(t_0, y_0)
 
-(Chen et al. 2018, Appendix B.2). :func:`with_time_gradients` builds both into the solve without changing a
-value: the solve starts from ``y_0 - (t_0 - sg(t_0)) f(t_0, y_0)`` and each output gains
+(Chen et al. 2018, Appendix B.2). :func:`shifted_start` and :func:`shifted_outputs` build both into the solve
+without changing a value: the solve starts from ``y_0 - (t_0 - sg(t_0)) f(t_0, y_0)`` and each output gains
 ``(t_i - sg(t_i)) f(t_i, y_i)``, where ``sg`` stops gradients, so the terms are zero but their derivatives
-are the ones above, and the second reaches ``t_0`` through whatever differentiates the solve (backprop,
-checkpointing or an adjoint). The first output, ``y(t_0) = y_0``, gets ``-f_0 + f_0 = 0``, as it should.
-It costs one evaluation of the field per requested time, counted in ``stats.nfe_dense``.
+are the ones above, and the second, from the start's shift, reaches ``t_0`` through whatever differentiates the
+solve (backprop, checkpointing or an adjoint). The first output, ``y(t_0) = y_0``, gets ``-f_0 + f_0 = 0``, as it
+should. It costs one evaluation of the field per requested time, counted in ``stats.nfe_dense``.
 """
 
 from __future__ import annotations

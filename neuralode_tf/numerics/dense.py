@@ -33,8 +33,9 @@ import torch
 from torch import Tensor
 
 from .._typing import Field, State
-from ._state import leaves, stack, tree_map
+from ._state import stack, tree_map
 from .errors import InvalidTimesError
+from .fixed_grid import field_time, time_dtype
 from .solution import Stats
 
 __all__ = ["Trajectory"]
@@ -89,11 +90,9 @@ class Trajectory:
         self.fired = sign != self._sign
         return self.fired
 
-    def time(self, t: float | Tensor, left_limit: bool = False) -> Tensor:
-        """``t`` as the field sees it: a 0-dim tensor in the state's dtype (just below ``t`` with ``left_limit``)."""
-        dtype = leaves(self.states[0])[0].dtype
-        t = t.to(dtype) if isinstance(t, Tensor) else torch.tensor(t, dtype=dtype)
-        return torch.nextafter(t, t.new_tensor(-math.inf)) if left_limit else t
+    def time(self, t: float, left_limit: bool = False) -> Tensor:
+        """``t`` as the solver gave it to the field (:func:`~neuralode_tf.numerics.fixed_grid.field_time`)."""
+        return field_time(t, time_dtype(self.states[0]), left_limit)
 
     @property
     def span(self) -> tuple[float, float]:

@@ -47,7 +47,7 @@ from ._checkpointing import Plan, Step, checkpointed, run
 from ._state import axpy, check_like, leaves
 from .tableaus import ButcherTableau
 
-__all__ = ["SplittingScheme", "SPLITTING_SCHEMES", "rk_step", "splitting_step", "integrate", "time_dtype"]
+__all__ = ["SplittingScheme", "SPLITTING_SCHEMES", "rk_step", "splitting_step", "integrate", "time_dtype", "field_time"]
 
 SubStep = tuple[int, float, float]
 """``(part, start, length)`` of one sub-step: part ``part`` advanced over ``[t + start h, t + (start + length) h]``."""
@@ -88,13 +88,19 @@ SPLITTING_SCHEMES: dict[str, SplittingScheme] = {
 (:func:`~neuralode_tf.numerics.backends.builtin.register_splitting_scheme` adds one)."""
 
 
-def _time(value: float, dtype: torch.dtype, left_limit: bool) -> Tensor | float:
-    """The time ``value`` as a field sees it: a 0-dim tensor of ``dtype``, or just below ``value`` in ``dtype``."""
-    if torch.compiler.is_compiling():
-        # A constant of the compiled graph; a tensor here would break it at every float(t).
-        return math.nextafter(value, -math.inf) if left_limit else value
+def field_time(value: float, dtype: torch.dtype, left_limit: bool = False) -> Tensor:
+    """The time ``value`` as a field sees it: a 0-dim CPU tensor of ``dtype``, or with ``left_limit`` the largest
+    number of ``dtype`` below ``value``."""
     t = torch.tensor(value, dtype=dtype)
     return torch.nextafter(t, t.new_tensor(-math.inf)) if left_limit else t
+
+
+def _time(value: float, dtype: torch.dtype, left_limit: bool) -> Tensor | float:
+    """:func:`field_time`, or under ``torch.compile`` a Python float: a constant of the compiled graph (a tensor
+    there would break the graph at every ``float(t)``)."""
+    if torch.compiler.is_compiling():
+        return math.nextafter(value, -math.inf) if left_limit else value
+    return field_time(value, dtype, left_limit)
 
 
 def time_dtype(y: State) -> torch.dtype:

@@ -36,7 +36,7 @@ def solve_builtin(field: Field, y0: State, times: list[float], settings: Setting
     stats.n_accepted = n_steps
     stats.nfe = n_steps * nfe_per_step(scheme, tableau, n_parts)
     if settings.trajectory is not None:
-        return _march_recorded(field, y0, grid, scheme, tableau, settings.trajectory, stats)
+        return _march_recorded(field, y0, grid, scheme, tableau, settings.trajectory, stats, stats.nfe // n_steps)
     check_checkpoint_depth(checkpoints, n_steps)
     # A budget of N states or more keeps every step's activations: that is backprop.
     checkpoint = settings.adjoint == "checkpoint" and (checkpoints is None or checkpoints < n_steps)
@@ -59,12 +59,14 @@ def _march_recorded(
     tableau: ButcherTableau,
     trajectory: Trajectory,
     stats: Stats,
+    nfe_per_step: int,
 ) -> list[State]:
-    """The eager march, recording every grid state in ``trajectory``; stops where it says (an event fired)."""
+    """The eager march, recording every grid state in ``trajectory``; stops where it says (an event fired), and then
+    counts in ``stats`` the steps taken."""
     dtype = time_dtype(y0)
     step = make_step(field, scheme, tableau, check=True, dtype=dtype)
     rest = make_step(field, scheme, tableau, check=False, dtype=dtype)
-    per_step, stats.n_accepted = stats.nfe // stats.n_accepted, 0
+    stats.n_accepted = 0
     trajectory.add(grid[0][0], y0)
     states, y = [y0], y0
     for interval in grid:
@@ -72,7 +74,7 @@ def _march_recorded(
             y = step(t, t_next - t, y)
             stats.n_accepted += 1
             if trajectory.add(t_next, y):
-                stats.nfe = per_step * stats.n_accepted
+                stats.nfe = nfe_per_step * stats.n_accepted
                 return [y0, y]
             step = rest
         states.append(y)

@@ -72,7 +72,7 @@ class _Flattened(nn.Module):
         try:
             return self.flatten(self.field(t, self.unflatten(y, lead)), tuple(y.shape[:-1]))
         except RuntimeError as err:
-            if self.field._backward:
+            if self.field.in_backward:
                 raise FieldOutputError(
                     "the field failed in the backward solve of torchode's adjoint, which evaluates it under "
                     "torch.func.vmap, one torchode sample at a time (with per_sample=True, states without the batch "
