@@ -3,6 +3,8 @@
 * The executed notebooks ``tutorials/*.ipynb`` and ``paper_repro/*.ipynb`` are added to the site's files under
   their repository paths (``tutorials/01_transformer_is_an_ode.ipynb``), before mkdocs-jupyter's ``on_files``
   turns them into pages; nothing is copied into ``docs/``.
+* A page links a notebook by its repository path relative to the page's file, which GitHub follows; the link is
+  rewritten to the notebook's page on the site.
 * ``<!-- claims:counts -->`` in a page is replaced by README.md's verdict-count table (the block between its
   ``claims`` markers, which ``python -m paper_repro.claims --write`` keeps), with each ledger link pointing at
   the paper's rendered reproduction notebook instead.
@@ -24,6 +26,7 @@ from mkdocs.structure.files import File, Files
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIRS = ("tutorials", "paper_repro")
 _START, _END = "<!-- claims:start -->", "<!-- claims:end -->"
+_NOTEBOOK_LINK = re.compile(r"\]\(([^)#\s]+\.ipynb)(#[^)\s]*)?\)")
 _LEDGER_LINK = re.compile(r"\]\(paper_repro/claims/(\w+)\.toml\)")
 # A role as mkdocstrings renders it: ``:class:<code>~a.b.C</code>`` or ``:meth:<code>Title &lt;a.b.c&gt;</code>``.
 _ROLE = re.compile(r":(?:class|func|meth|attr|data|mod|exc|obj):<code>(?:([^<&]+?) &lt;)?(~?)([\w.]+)(?:&gt;)?</code>")
@@ -40,6 +43,7 @@ def on_files(files: Files, config) -> Files:
 
 
 def on_page_markdown(markdown: str, page, config, files: Files) -> str:
+    markdown = _notebook_links_on_the_site(markdown, page.file.src_uri)
     if "<!-- claims:counts -->" not in markdown:
         return markdown
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -47,6 +51,21 @@ def on_page_markdown(markdown: str, page, config, files: Files) -> str:
     here = posixpath.dirname(page.file.src_uri)
     block = _LEDGER_LINK.sub(lambda m: f"]({posixpath.relpath(f'paper_repro/{m[1]}.ipynb', here or '.')})", block)
     return markdown.replace("<!-- claims:counts -->", block)
+
+
+def _notebook_links_on_the_site(markdown: str, src_uri: str) -> str:
+    """A page links a notebook by its path in the repository, relative to the page's file (``../tutorials/01_….ipynb``
+    from ``docs/getting-started.md``), so the link works where the Markdown is read as files (GitHub). On the site
+    the notebook lies at that same path from the site's root: the link is rewritten relative to the page there."""
+    here = posixpath.dirname(src_uri)
+
+    def on_site(link: re.Match) -> str:
+        repo_path = posixpath.normpath(posixpath.join("docs", here, link[1]))
+        if repo_path.split("/")[0] not in NOTEBOOK_DIRS:
+            return link[0]
+        return f"]({posixpath.relpath(repo_path, here or '.')}{link[2] or ''})"
+
+    return _NOTEBOOK_LINK.sub(on_site, markdown)
 
 
 def _target(name: str, context: str, documented: set[str]) -> str | None:

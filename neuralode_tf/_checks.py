@@ -12,6 +12,7 @@ import functools
 import inspect
 import math
 import numbers
+import warnings
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
@@ -175,11 +176,31 @@ def check_conditioning(x: object, conditioning: Mapping[str, Any]) -> None:
     if not isinstance(x, Tensor) or x.ndim < 2:
         return
     check_padding_mask(conditioning.get("key_padding_mask"), "key_padding_mask", x.shape[:-1], "x")
+    _warn_if_all_padding(conditioning.get("key_padding_mask"), "key_padding_mask")
     memory = conditioning.get("memory")
     if memory is not None:
         check_context(memory, "memory", x)
         name = "memory_key_padding_mask"
         check_padding_mask(conditioning.get(name), name, memory.shape[:-1], "memory")
+        _warn_if_all_padding(conditioning.get(name), name)
+
+
+def _warn_if_all_padding(mask: Tensor | None, name: str) -> None:
+    """Warn where a row of a padding mask is padding throughout: its queries may see no key, so their attention
+    weights are all zero (``nn/_empty_rows.py``). It is well defined but rarely meant; the usual cause is a mask of
+    the opposite convention (Hugging Face's ``attention_mask``, 1 at real tokens)."""
+    if mask is None or mask.shape[-1] == 0:
+        return
+    rows = mask.all(dim=-1).flatten()
+    if bool(rows.any()):
+        which = rows.nonzero().flatten().tolist()
+        warnings.warn(
+            f"{len(which)} row(s) of {name} (index {which[:5]}{' ...' if len(which) > 5 else ''} of the flattened "
+            f"batch) are padding throughout: no key is left to attend to, so their attention weights are zero. "
+            f"{name} is True at padding; a Hugging Face attention_mask (1 at real tokens) becomes one as "
+            f"~attention_mask.bool()",
+            stacklevel=4,
+        )
 
 
 def _bind_keywords(bind: Callable[..., Any]) -> tuple[frozenset[str], bool]:

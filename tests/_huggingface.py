@@ -29,7 +29,6 @@ FAMILIES = {
 shorter than the sequence (Mistral on every layer, Qwen2 on layers 1-2), partial rotary (GPT-NeoX)."""
 
 ENCODERS = ("bert", "roberta")
-WINDOW = {"mistral": 4, "qwen2": 4}
 HEADS_OF = {
     "causal_lm": lambda prefix: "GPT2LMHeadModel" if prefix == "GPT2" else f"{prefix}ForCausalLM",
     "masked_lm": lambda prefix: f"{prefix}ForMaskedLM",
@@ -81,19 +80,6 @@ def hf_output(hf_model: Any, ids: torch.Tensor, mask: torch.Tensor | None, **kwa
     out = hf_model(input_ids=ids, attention_mask=mask, **kwargs)
     logits = getattr(out, "logits", None)
     return out.last_hidden_state if logits is None else logits
-
-
-def defined(family: str, mask: torch.Tensor | None) -> torch.Tensor | None:
-    """Positions ``(B, n)`` whose Hugging Face output is defined: for a decoder, those whose query sees some real
-    key (causal, within the sliding window); a left-padded query sees none. ``None``: every position."""
-    if mask is None or family in ENCODERS:
-        return None
-    n, window = mask.shape[-1], WINDOW.get(family)
-    i = torch.arange(n, device=mask.device)
-    allowed = i[:, None] >= i[None, :]
-    if window is not None:
-        allowed = allowed & (i[:, None] - i[None, :] < window)
-    return (allowed[None] & mask.bool()[:, None, :]).any(-1)
 
 
 def max_diff(a: torch.Tensor, b: torch.Tensor, where: torch.Tensor | None = None) -> float:

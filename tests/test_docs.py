@@ -41,3 +41,16 @@ def test_the_training_guide_lists_every_preset():
     listed = set(re.findall(r"^\| (.*?) \|", guide, flags=re.MULTILINE))
     names = {name for row in listed for name in re.findall(r"`(\w+)`", row)}
     assert set(PRESETS) <= names, f"presets missing from docs/guide/training.md: {sorted(set(PRESETS) - names)}"
+
+
+def test_relative_links_resolve_in_the_repository():
+    """Every relative link of the Markdown pages names a file of the repository from the page's own folder, as
+    GitHub reads it (the site build, ``mkdocs build --strict``, checks the same links on the site)."""
+    broken = []
+    for page in [ROOT / "README.md", *sorted(ROOT.joinpath("docs").rglob("*.md"))]:
+        text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.DOTALL)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            path = target.split("#", 1)[0]
+            if path and not re.match(r"[a-z]+:", path) and not (page.parent / path).exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+    assert not broken, broken

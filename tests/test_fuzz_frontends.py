@@ -117,7 +117,7 @@ def max_abs(a: torch.Tensor, b: torch.Tensor) -> float:
 @given(
     kind=st.sampled_from(_conditioned.KINDS),
     pattern=padding_strategy(),
-    memory_padded=lengths_strategy(least=1),  # a memory that is all padding is attended to whole (see AttentionBranch)
+    memory_padded=lengths_strategy(least=1),  # a memory all padding: tests/test_nn.py (zero attention weights)
     data=st.data(),
 )
 def test_continuous_depth_runs_or_names_the_bad_argument(kind, spoil, pattern, memory_padded, data, device):

@@ -16,11 +16,11 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .._checks import check_padding_mask
 from ..fields import Sublayer
+from ..nn import _empty_rows
 from .set_transformer import _dense
 from .stack import _named_field, stack_encoder
 
@@ -67,7 +67,7 @@ class ReferenceMAB(nn.Module):
         q, k, v = (z.unflatten(-1, (self.num_heads, -1)).transpose(-3, -2) for z in projected)
         mask = None if key_padding_mask is None else ~key_padding_mask[..., None, None, :]
         scale = self.fc_q.out_features**-0.5
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale).transpose(-3, -2).flatten(-2)
+        return _empty_rows.attend(q, k, v, mask, scale=scale).transpose(-3, -2).flatten(-2)
 
     def forward(self, x: Tensor, y: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
         return self.feed_forward(self.ln0(self.fc_q(x) + self.attend(x, y, key_padding_mask)))

@@ -86,7 +86,9 @@ class TextClassifier(nn.Module):
     tokens are keys no query may attend to, their ids are read as ``PAD`` and pooling skips them,
     so they never change the logits. With a fixed-grid method this holds exactly; an adaptive
     method chooses its steps from the whole padded state, so the padding length may change the
-    logits within the solver's tolerance.
+    logits within the solver's tolerance. A row with no real token (all padding) pools to zero features, so its
+    logits are the head's bias ``b``; the encoder warns when it meets one (usually a mask of the opposite
+    convention).
 
     Args:
         vocab_size: Number of token ids; id :data:`PAD` (0) is padding.
@@ -200,11 +202,12 @@ def _padding(tokens: Tensor, padding_mask: Tensor | None, tokens_name: str, mask
 
 
 def _masked_pool(x: Tensor, key_padding_mask: Tensor | None, pooling: str) -> Tensor:
-    """Mean or max of ``x`` ``(B, L, d)`` over the positions where ``key_padding_mask`` is False."""
+    """Mean or max of ``x`` ``(B, L, d)`` over the positions where ``key_padding_mask`` is False; zero for a row
+    with no such position (the pooling of an empty set, as attention over no key gives zero)."""
     if key_padding_mask is None:
         return x.amax(dim=-2) if pooling == "max" else x.mean(dim=-2)
     pad = key_padding_mask.unsqueeze(-1)
     if pooling == "max":
-        return x.masked_fill(pad, -math.inf).amax(dim=-2)
+        return x.masked_fill(pad, -math.inf).amax(dim=-2).masked_fill(pad.all(dim=-2), 0.0)
     real = (~pad).sum(dim=-2).clamp(min=1)
     return x.masked_fill(pad, 0.0).sum(dim=-2) / real

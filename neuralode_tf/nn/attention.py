@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .._checks import check_context, check_padding_mask
+from ._empty_rows import attend
 from ._kv_cache import KVCache
 from .rotary import apply_rotary
 
@@ -148,9 +149,10 @@ class AttentionBranch(_AttentionParameters):
         :class:`torch.nn.MultiheadAttention`). The output has the shape of ``x``.
 
     **Padding.** Padded keys get zero attention weight, so the outputs at real positions never depend
-    on the padded tokens (their values may be anything finite), provided each real query may see a
-    key: a query that may see none (for cross-attention, when a whole memory is padding) attends to
-    every key instead of producing NaN. With a self-attention ``key_padding_mask``, padded positions
+    on the padded tokens (their values may be anything finite). A query that may see no key (for
+    cross-attention, when a whole memory is padding) has all its attention weights zero, so its attention
+    output before the projection ``W_o`` is zero, never NaN (the meaning torch's and Hugging Face's attention
+    give a fully masked row). With a self-attention ``key_padding_mask``, padded positions
     are also queries, whose increment is set to zero (never NaN): this branch alone leaves padded
     tokens where they are. In a field with other branches they still move along depth, e.g. under an
     :class:`~neuralode_tf.nn.MLPBranch`, which acts on every position. What holds for a field of
@@ -241,11 +243,11 @@ class AttentionBranch(_AttentionParameters):
             k, v = cache.append(k, v)
         n_q, n_k = q.shape[-2], k.shape[-2]
         mask = self._mask(key_padding_mask, n_q, n_k, x.device)
-        out = F.scaled_dot_product_attention(
+        out = attend(
             q,
             k,
             v,
-            attn_mask=mask,
+            mask,
             dropout_p=self.dropout if self.training else 0.0,
             is_causal=self.causal and mask is None and n_q == n_k,
         )
@@ -267,6 +269,4 @@ class AttentionBranch(_AttentionParameters):
         allowed = ~key_padding_mask[..., None, None, :]
         if self.causal:
             allowed = allowed & torch.ones(n_q, n_k, dtype=torch.bool, device=device).tril(shift)
-        # A query that may see no key at all (e.g. a padded query under a causal mask) attends to
-        # everything instead of producing NaN; for self-attention its output is zeroed above.
-        return allowed | ~allowed.any(dim=-1, keepdim=True)
+        return allowed

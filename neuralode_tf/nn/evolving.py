@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .._checks import check_padding_mask
+from ._empty_rows import softmax_weights
 from .attention import _AttentionParameters
 
 __all__ = ["EvolvingAttentionBranch", "evolve_logits"]
@@ -90,8 +91,8 @@ class EvolvingAttentionBranch(_AttentionParameters):
     convolution: they are set to 0 before it (the previous logits are read only at unmasked entries,
     so anything stored at masked ones is ignored) and to ``-inf`` in the softmax after it. The
     returned ``A^i`` holds 0 at masked entries, so it stays finite when carried as an ODE state. A
-    query that may see no key at all attends to every key instead of producing NaN, as in
-    :class:`~neuralode_tf.nn.AttentionBranch`.
+    query that may see no key at all (a cross-attention memory that is all padding) has all its attention
+    weights zero, as in :class:`~neuralode_tf.nn.AttentionBranch`.
 
     **Convolution geometry** (§3.5, Fig. 3). Write ``Z`` for the zeroed input map, zero outside
     ``0..n-1 × 0..m-1``, ``W[a, b]`` (``a, b = 0 .. k-1``) for the kernel and ``r = (k - 1) / 2``. Entry
@@ -229,8 +230,8 @@ class EvolvingAttentionBranch(_AttentionParameters):
             padding=self._padding,
             kernel_mask=self.kernel_mask,
         )
-        scores = logits if blocked is None else logits.masked_fill(blocked & ~blocked.all(-1, keepdim=True), -torch.inf)
-        out = self.proj((scores.softmax(-1) @ v).transpose(-3, -2).flatten(-2))
+        weights = softmax_weights(logits, blocked)
+        out = self.proj((weights @ v).transpose(-3, -2).flatten(-2))
         if query_padding_mask is not None:
             out = out.masked_fill(query_padding_mask.unsqueeze(-1), 0.0)
         return out, logits if dead is None else logits.masked_fill(dead, 0.0)

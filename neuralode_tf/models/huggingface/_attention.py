@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..._checks import check_padding_mask
+from ...nn._empty_rows import attend
 from ...nn.rotary import rotate
 
 __all__ = ["AttentionMasks", "TransformersAttention", "split_heads"]
@@ -53,8 +53,7 @@ def _mask(padding: Tensor | None, n: int, device: torch.device, causal: bool, wi
         allowed = allowed & (i[:, None] - i[None, :] < window)
     if padding is None:
         return allowed[None, None]
-    allowed = allowed & ~padding[..., None, None, :]
-    return allowed | ~allowed.any(dim=-1, keepdim=True)  # a query that may see no key sees all
+    return allowed & ~padding[..., None, None, :]
 
 
 class TransformersAttention(nn.Module):
@@ -70,8 +69,9 @@ class TransformersAttention(nn.Module):
     head of query head ``h`` (grouped-query attention, Ainslie et al. 2023: ``H / H_kv`` query heads share one),
     and ``M`` is ``-inf`` where attention is not allowed: at padded keys, after the query (``causal``) and
     ``window`` or more positions before it (sliding window: key ``j`` of query ``i`` needs ``i - j < window``).
-    A query that may see no key (a padded query under a causal mask) attends to every key instead of producing
-    NaN: its output is finite but meaningless, and no real position reads it.
+    A query that may see no key (a row that is all padding, a left-padded query under a causal mask) has all its
+    attention weights zero: its head outputs are zero, as in Hugging Face's default ``sdpa`` attention, so the
+    converted model equals the Hugging Face model at every position, padded ones included.
 
     A subclass (one per family) defines :meth:`project`, the block's own query/key/value projections, which
     hold the block's parameters (shared, not copied). :meth:`qkv` gives the ``R(q), R(k), v`` that the attention
@@ -140,7 +140,7 @@ class TransformersAttention(nn.Module):
 
     def attention_mask(self, x: Tensor) -> Tensor | None:
         """The bool mask ``(B or 1, 1, n, n)`` of the tokens ``x``, True where query ``i`` may attend to key ``j``
-        (the complement of ``M``'s ``-inf`` entries, a query that may see no key seeing all), from the bound
+        (the complement of ``M``'s ``-inf`` entries), from the bound
         padding; ``None`` where there is no mask or ``is_causal`` says it all.
 
         Raises:
@@ -153,11 +153,11 @@ class TransformersAttention(nn.Module):
         mask = self.attention_mask(x)
         q, k, v = self.qkv(x)
         gqa = {"enable_gqa": True} if self.num_kv_heads != self.num_heads else {}
-        out = F.scaled_dot_product_attention(
+        out = attend(
             q,
             k,
             v,
-            attn_mask=mask,
+            mask,
             dropout_p=self.dropout if self.training else 0.0,
             is_causal=self.causal and mask is None,
             scale=self.scale,
