@@ -164,7 +164,7 @@ def test_demo_help_lists_its_options(capsys):
         main(["demo", "--help"])
     assert exit_.value.code == 0
     shown = capsys.readouterr().out
-    options = ("--dim", "--num-heads", "--tokens", "--batch", "--depth", "--sets", "--seed")
+    options = ("--dim", "--num-heads", "--tokens", "--batch", "--depth", "--sets", "--seed", "--threads")
     assert all(option in shown for option in options)
     assert "The first row, Lie-Trotter with Euler and unit" in shown
 
@@ -180,3 +180,11 @@ def test_demo_refuses_sets_that_do_not_divide_the_depth(argv, capsys):
     depth, divisors = ("6", "1, 2, 3, 6") if "--depth" in argv else ("4", "1, 2, 4")
     assert error.startswith("neuralode-tf: error: --sets ") and f"must divide --depth {depth}" in error
     assert error.endswith(f"valid: {divisors}")
+
+
+def test_demo_refuses_threads_below_one(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["demo", *SMALL_DEMO, "--threads", "0"])
+    assert exit_.value.code == 2
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error == "neuralode-tf: error: --threads must be a positive integer, got 0"

@@ -63,3 +63,18 @@ def test_the_readme_exactness_table_is_the_recorded_one():
         assert f"| {cells[0]} | {cells[1]} |" in readme, family
     assert max(by[dtype][pad] for by in _recorded("huggingface")["exactness"].values() for dtype in ("float64",)
                for pad in PADDINGS) <= 1e-10  # fmt: skip
+
+
+def test_the_training_guide_quotes_the_recorded_thread_ratios():
+    """The guide's advice (more threads help on idle cores, one thread wins beside a busy core) is the recorded
+    run's, with the same accuracy either way."""
+    guide = " ".join((RESULTS.parents[2] / "docs" / "guide" / "training.md").read_text().split())
+    rows = _recorded("threads")["rows"]
+    idle, busy = rows["train vit_digits, idle"], rows["train vit_digits, one busy core"]
+    assert idle["all_cpus_over_one_thread"] < 1 < busy["all_cpus_over_one_thread"]
+    assert idle["accuracy_all_cpus"] == idle["accuracy_one_thread"]
+    quoted = (
+        f"took {idle['all_cpus_over_one_thread']:.2f}× the time of one thread with both cores idle, but "
+        f"{busy['all_cpus_over_one_thread']:.1f}× with one core busy"
+    )
+    assert quoted in guide

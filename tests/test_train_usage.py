@@ -37,6 +37,7 @@ USAGE_ERRORS = {
     "data.test_fraction=1.5": r"invalid data\.test_fraction=1\.5 .*test_fraction must lie in \(0, 1\)",
     "device=cuda:7": r"setting device='cuda:7', but torch finds no CUDA device: use device=auto or cpu",
     "device=gpu": r"setting device='gpu' must be 'auto', 'cpu', 'cuda' or 'cuda:N'",
+    "threads=0": r"setting threads=0 must be None \(the CPUs available\) or >= 1",
 }
 
 
@@ -93,6 +94,30 @@ def test_a_resume_applies_what_it_can_and_records_what_ran(tmp_path):
     with pytest.raises(ConfigError, match=r"is at step 46, past the 44 steps of epochs=1: resume with epochs"):
         train(tiny(tmp_path / "long", epochs=1, warmup_steps=0, resume=True))
     assert (tmp_path / "long" / "checkpoint.pt").read_bytes() == before
+
+
+def test_the_command_line_resume_refuses_by_name_and_records_what_ran(tmp_path):
+    """Through the CLI: a changed lr, seed or method, or fewer epochs than run, exit 2 with one line and leave the
+    folder as it was; more steps run and ``config.json`` records them; a folder with no checkpoint says so."""
+    assert _cli("train", "vit_digits", "--out-dir", "run", "--set", *SMALL, cwd=tmp_path).returncode == 0
+    before = {path.name: path.read_bytes() for path in (tmp_path / "run").iterdir()}
+    refused = {
+        "lr=0.05": r"--resume cannot change lr=0\.05 \(the checkpoint's: ",
+        "seed=3": r"--resume cannot change seed=3 \(the checkpoint's: 0\)",
+        "model.method=rk4": r"--resume cannot change model=.*'method': 'rk4'",
+    }
+    for setting, message in refused.items():
+        done = _cli("train", "vit_digits", "--out-dir", "run", "--resume", "--set", *SMALL, setting, cwd=tmp_path)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, (setting, done.stderr)
+        assert re.search(message, done.stderr.strip().splitlines()[-1]), (setting, done.stderr)
+    assert {path.name: path.read_bytes() for path in (tmp_path / "run").iterdir()} == before
+    longer = [*SMALL[:2], "max_steps=3", *SMALL[3:]]
+    done = _cli("train", "vit_digits", "--out-dir", "run", "--resume", "--set", *longer, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["max_steps"] == 3
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["steps"] == 3
+    done = _cli("train", "vit_digits", "--out-dir", "typo", "--resume", "--set", *SMALL, cwd=tmp_path)
+    assert done.returncode == 0 and "no checkpoint.pt in typo to resume from: training from scratch" in done.stderr
 
 
 def test_a_resume_with_no_checkpoint_says_so_and_starts_afresh(tmp_path, capsys):

@@ -35,6 +35,7 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "grad_clip": (lambda v: 0 <= v < float("inf"), "a finite number >= 0 (0: no clipping)"),
     "checkpoint_every": (lambda v: v >= 0, ">= 0 (0: at the end only)"),
     "max_steps": (lambda v: v is None or v >= 1, "None or >= 1"),
+    "threads": (lambda v: v is None or v >= 1, "None (the CPUs available) or >= 1"),
     "device": (lambda v: v in ("auto", "cpu", "cuda") or v.startswith("cuda:"), "'auto', 'cpu', 'cuda' or 'cuda:N'"),
 }
 """The values each setting accepts beyond its type, and how to say so."""
@@ -98,6 +99,9 @@ class TrainConfig:
         max_steps: Stop after this many steps in total, for quick runs and tests (``None``).
         resume: Continue from ``out_dir/checkpoint.pt`` if it exists, loaded with ``weights_only=True`` (False).
         device: ``"auto"``, ``"cpu"`` or ``"cuda"`` (``"auto"``).
+        threads: CPU threads of torch's operations during the run (``None``: torch's default bounded by the CPUs
+            this process may use, its affinity mask and cgroup quota, shared among a ``torchrun`` job's local
+            processes). Torch's own setting is restored afterwards; the number used is ``result["threads"]``.
         eval_batch_size: Batch size of the evaluation on the test split (256).
         progress: Show the tqdm bar and print the result (True).
         model, data: Overrides of the model builder's and the dataset's keywords (``{}``).
@@ -126,6 +130,7 @@ class TrainConfig:
     max_steps: int | None = _setting(None)
     resume: bool = _setting(False)
     device: str = _setting("auto")
+    threads: int | None = _setting(None)
     eval_batch_size: int = _setting(256)
     progress: bool = _setting(True)
     model: dict[str, Any] = _setting({})

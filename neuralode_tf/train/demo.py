@@ -27,6 +27,7 @@ from .._typing import State
 from ..fields import SplitField, WeightSharedField
 from ..nn import AttentionBranch, MLPBranch
 from ..numerics import solve
+from ._threads import cpu_threads
 from .config import ConfigError
 
 __all__ = ["RUNS", "add_arguments", "problem", "run"]
@@ -53,6 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--depth", type=int, default=4, help="layers, the length of depth-time (default 4)")
     parser.add_argument("--sets", type=int, default=1, help="independent parameter sets (divides depth; default 1)")
     parser.add_argument("--seed", type=int, default=0, help="seeds the parameters and the input (default 0)")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="CPU threads (default: torch's, bounded by the CPUs available)"
+    )
 
 
 def _check_arguments(args: argparse.Namespace) -> None:
@@ -60,6 +64,8 @@ def _check_arguments(args: argparse.Namespace) -> None:
     is a positive integer and ``--sets`` one of its divisors, so that every parameter set covers as many layers."""
     if args.depth < 1:
         raise ConfigError(f"--depth must be a positive integer (the number of layers), got {args.depth}")
+    if args.threads is not None and args.threads < 1:
+        raise ConfigError(f"--threads must be a positive integer, got {args.threads}")
     divisors = [k for k in range(1, args.depth + 1) if args.depth % k == 0]
     if args.sets not in divisors:
         raise ConfigError(
@@ -77,11 +83,16 @@ def problem(args: argparse.Namespace) -> tuple[WeightSharedField, Tensor]:
     return field, torch.randn(args.batch, args.tokens, args.dim, dtype=torch.float64)
 
 
-@torch.no_grad()
 def run(args: argparse.Namespace) -> int:
     """Print the table of :data:`RUNS` for the options ``args`` (see :func:`add_arguments`); return 0. A ``sets``
     that does not divide ``depth`` raises :class:`~neuralode_tf.train.ConfigError` (exit code 2 on the command line)."""
     _check_arguments(args)
+    with cpu_threads(args.threads):
+        return _table(args)
+
+
+@torch.no_grad()
+def _table(args: argparse.Namespace) -> int:
     field, x = problem(args)
     t = [0.0, float(args.depth)]
     reference = _tensor(solve(field, x, t, method="dopri5", rtol=1e-10, atol=1e-10).y1)

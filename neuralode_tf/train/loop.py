@@ -32,6 +32,7 @@ from ._checkpoint import CHECKPOINT, check_run_folder, save_checkpoint, write_at
 from ._evaluation import perplexity, scores, validation
 from ._optim import optimizer_for, schedule_for
 from ._signals import StopRequest, TrainingInterrupted, stop_requests
+from ._threads import cpu_threads
 from ._validate import checked_task, resumed_state, run_length
 from .config import ConfigError, TrainConfig
 from .tasks import Task
@@ -85,7 +86,15 @@ def train(config: TrainConfig) -> dict[str, Any]:
     Under ``torchrun`` (``WORLD_SIZE > 1``) each process takes its share of every global batch
     and DistributedDataParallel averages the gradients (gloo on CPU, nccl on GPU), so the run
     follows the same trajectory as one process on the same global batch.
+
+    **Threads:** ``config.threads`` CPU threads (by default those this process may use), ``result["threads"]``.
     """
+    local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+    with cpu_threads(config.threads, local_processes) as threads:
+        return _train(config, threads)
+
+
+def _train(config: TrainConfig, threads: int) -> dict[str, Any]:
     rank, world = _init_distributed()
     device = torch.device(
         config.device if config.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
@@ -184,6 +193,7 @@ def train(config: TrainConfig) -> dict[str, Any]:
         **{f"test_{name}": test[name] for name in task.data.metrics},
         "parameters": sum(p.numel() for p in model.parameters()),
         "world_size": world,
+        "threads": threads,
     }
     if language_model:
         result.update(val_loss=test_loss, perplexity=perplexity(test_loss))
