@@ -30,6 +30,7 @@ _LAYERS = [
     {"fields"},
     {"continuous"},
     {"models"},
+    {"dynamics"},
     {"train", "notebook"},
     {"__init__", "__main__"},
 ]
@@ -101,7 +102,11 @@ def test_the_core_package_does_not_load_the_notebook_helper_or_the_cli():
 
 
 @pytest.mark.parametrize(
-    "name", ["neuralode_tf", *(f"neuralode_tf.{p}" for p in ("numerics", "fields", "nn", "models", "data", "train"))]
+    "name",
+    [
+        "neuralode_tf",
+        *(f"neuralode_tf.{p}" for p in ("numerics", "fields", "nn", "models", "data", "train", "dynamics")),
+    ],
 )
 def test_a_package_lists_its_public_names_only(name):
     import importlib

@@ -3,6 +3,7 @@
 from ._parts import Autonomous, as_field
 from .composed import BlockIncrementField, ComposedField, Sublayer
 from .evolving import EvolvingAttentionField, EvolvingAttentionStack
+from .jacobian_cost import JacobianFrobenius
 from .kinetic import TRANSPORT_CONVENTIONS, KineticEnergy
 from .parallel import ParallelField
 from .sharing import WeightSharedField
@@ -20,6 +21,7 @@ __all__ = [
     "EvolvingAttentionStack",
     "KineticEnergy",
     "TRANSPORT_CONVENTIONS",
+    "JacobianFrobenius",
     "Autonomous",
     "as_field",
     "TransEvolveField",
