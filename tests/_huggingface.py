@@ -82,6 +82,34 @@ def hf_output(hf_model: Any, ids: torch.Tensor, mask: torch.Tensor | None, **kwa
     return out.last_hidden_state if logits is None else logits
 
 
+WINDOW = {"mistral": 4, "qwen2": 4}
+
+
+def hf_zeroes_blind_queries() -> bool:
+    """Whether the installed transformers gives a query that sees no key zero attention weights, as the converted
+    models do (transformers 5, through torch's ``scaled_dot_product_attention``). transformers 4.52 gives it other
+    values (the oldest-versions session compares the other positions only)."""
+    from packaging.version import Version
+
+    return Version(transformers().__version__).major >= 5
+
+
+def compared(family: str, mask: torch.Tensor | None) -> torch.Tensor | None:
+    """Positions ``(B, n)`` at which the converted model must equal the installed Hugging Face model: every position
+    (``None``) under :func:`hf_zeroes_blind_queries`, else those whose query sees some real key (causal and within
+    the sliding window for a decoder)."""
+    if mask is None or hf_zeroes_blind_queries():
+        return None
+    n, window = mask.shape[-1], None if family in ENCODERS else WINDOW.get(family)
+    i = torch.arange(n, device=mask.device)
+    allowed = torch.ones(n, n, dtype=torch.bool, device=mask.device)
+    if family not in ENCODERS:
+        allowed = i[:, None] >= i[None, :]
+    if window is not None:
+        allowed = allowed & (i[:, None] - i[None, :] < window)
+    return (allowed[None] & mask.bool()[:, None, :]).any(-1)
+
+
 def max_diff(a: torch.Tensor, b: torch.Tensor, where: torch.Tensor | None = None) -> float:
     difference = (a - b).detach().abs()
     return float((difference if where is None else difference[where]).max())

@@ -16,7 +16,7 @@ from neuralode_tf.nn import AttentionBranch
 from neuralode_tf.nn._empty_rows import attend, softmax_weights
 from neuralode_tf.nn.evolving import EvolvingAttentionBranch
 from tests import _conditioned
-from tests._huggingface import FAMILIES, hf_output, inputs, max_diff, model
+from tests._huggingface import FAMILIES, compared, hf_output, inputs, max_diff, model
 
 ALL_PADDING = "padding throughout"
 
@@ -129,7 +129,8 @@ def test_text_classifier_pools_no_token_to_zero(pooling, device):
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_converted_models_equal_hugging_face_on_rows_of_padding(family, device):
     """An all-zero ``attention_mask`` row, and a mask that is all zero, give Hugging Face's output at every
-    position (before: 4.1e-2 for BERT's, up to 1.2 for LLaMA's)."""
+    position (before: 4.1e-2 for BERT's, up to 1.2 for LLaMA's), under transformers 5; under transformers 4,
+    whose values there differ, at the positions whose queries see a key."""
     hf_model = model(family).to(device)
     converted = from_transformers(hf_model)
     ids, mask = inputs(family, "right", device)
@@ -138,4 +139,6 @@ def test_converted_models_equal_hugging_face_on_rows_of_padding(family, device):
     for attention_mask in (one_row, torch.zeros_like(mask)):
         with torch.no_grad(), pytest.warns(UserWarning, match=ALL_PADDING):
             got = converted(ids, attention_mask)
-        assert max_diff(got, hf_output(hf_model, ids, attention_mask)) <= 1e-10
+        where = compared(family, attention_mask)
+        if where is None or where.any():
+            assert max_diff(got, hf_output(hf_model, ids, attention_mask), where) <= 1e-10

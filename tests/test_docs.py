@@ -43,6 +43,9 @@ def test_the_training_guide_lists_every_preset():
     assert set(PRESETS) <= names, f"presets missing from docs/guide/training.md: {sorted(set(PRESETS) - names)}"
 
 
+@pytest.mark.skipif(
+    not ROOT.joinpath("tutorials").is_dir(), reason="needs the whole checkout (tests_oldest runs a copy of tests/)"
+)
 def test_relative_links_resolve_in_the_repository():
     """Every relative link of the Markdown pages names a file of the repository from the page's own folder, as
     GitHub reads it (the site build, ``mkdocs build --strict``, checks the same links on the site)."""

@@ -102,8 +102,9 @@ for name, (model_class, config) in configs.items():
 # **Same logits, with padding.** A batch of three sequences of 12, 8 and 5 real tokens, padded to 12 on the right,
 # then on the left; Hugging Face's `attention_mask` (1 at real tokens) goes to both models unchanged. Every position
 # is compared, padded ones included: a decoder query at a left-padded position sees no real key, and both models
-# give it zero attention weights (Hugging Face's default `sdpa` attention, through torch's
-# `scaled_dot_product_attention`; the library computes the same explicitly).
+# give it zero attention weights (Hugging Face's default `sdpa` attention in transformers 5, through torch's
+# `scaled_dot_product_attention`; the library computes the same explicitly). Older transformers releases give such
+# queries other values, so there only the positions that see a real key agree.
 
 # %%
 TOKENS = 12

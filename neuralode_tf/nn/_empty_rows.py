@@ -3,8 +3,9 @@
 A softmax over an empty set of keys has no value. The library gives every attention kind one meaning for it: the
 query's attention weights are all zero, so its attention output ``Σ_j a_ij v_j`` is the zero vector. This is what
 :func:`torch.nn.functional.scaled_dot_product_attention` returns for a fully masked row since torch 2.5, and
-therefore what Hugging Face models give with their default ``sdpa`` attention (their ``eager`` attention, which
-adds a large negative number instead of ``-inf``, averages the values uniformly instead). Such queries arise from a
+therefore what Hugging Face models give with their default ``sdpa`` attention in transformers 5 (their ``eager``
+attention, which adds a large negative number instead of ``-inf``, and transformers 4.52's on the CPU, average the
+values uniformly instead). Such queries arise from a
 row that is entirely padding, from a left-padded query under a causal mask, or a sliding window over padding.
 
 The functions below compute it explicitly, so no kernel ever sees a fully masked row (the kernels that return

@@ -70,8 +70,9 @@ class TransformersAttention(nn.Module):
     and ``M`` is ``-inf`` where attention is not allowed: at padded keys, after the query (``causal``) and
     ``window`` or more positions before it (sliding window: key ``j`` of query ``i`` needs ``i - j < window``).
     A query that may see no key (a row that is all padding, a left-padded query under a causal mask) has all its
-    attention weights zero: its head outputs are zero, as in Hugging Face's default ``sdpa`` attention, so the
-    converted model equals the Hugging Face model at every position, padded ones included.
+    attention weights zero: its head outputs are zero, as in Hugging Face's default ``sdpa`` attention in
+    transformers 5, so the converted model equals that model at every position, padded ones included (transformers
+    4.52 gives such queries other values; all other positions are equal under both).
 
     A subclass (one per family) defines :meth:`project`, the block's own query/key/value projections, which
     hold the block's parameters (shared, not copied). :meth:`qkv` gives the ``R(q), R(k), v`` that the attention
