@@ -19,7 +19,7 @@
 # Nothing is downloaded: the Hugging Face model has random weights, and the text ships with the package.
 #
 # Runtime: about 60 s on 2 CPU cores, most of it training the language model (600 steps).
-# `NEURALODE_TF_FULL=1` trains it 2.5x longer and evaluates on 4x more text (about 2 min).
+# `NEURALODE_TF_FULL=1` trains it 2.5x longer and evaluates on 4x more text (about 2.5 min).
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -86,10 +86,13 @@ F64 = torch.float64
 VOCAB, WIDTH, DEPTH, HEADS = 101, 64, 4, 4
 torch.manual_seed(0)
 gpt2 = transformers.GPT2LMHeadModel(
-    transformers.GPT2Config(vocab_size=VOCAB, n_positions=64, n_embd=WIDTH, n_layer=DEPTH, n_head=HEADS)
+    transformers.GPT2Config(
+        vocab_size=VOCAB, n_positions=64, n_embd=WIDTH, n_layer=DEPTH, n_head=HEADS,
+        pad_token_id=0, bos_token_id=1, eos_token_id=2,
+    )
 ).to(F64).eval()
 converted = from_transformers(gpt2).eval()
-ids = torch.randint(0, VOCAB, (4, 16), generator=torch.Generator().manual_seed(0))
+ids = torch.randint(3, VOCAB, (4, 16), generator=torch.Generator().manual_seed(0))
 
 with torch.no_grad():
     trajectory = depth_trajectory(converted, list(range(DEPTH + 1)), ids)
@@ -121,6 +124,7 @@ print(f"dense output between blocks: {gpt2_lens.trajectory.stats.nfe_dense} extr
 assert lens_error <= 1e-10
 assert gpt2_lens.kl[-1].item() == 0.0 and gpt2_lens.agreement[-1].item() == 1.0
 assert (gpt2_lens.logits[-1] - converted(ids)).abs().max().item() == 0.0  # the lens at t = L is the model's output
+assert gpt2_lens.kl[0].item() < 0.01 and gpt2_lens.agreement[0].item() > 0.9  # x(0) already predicts as x(4) does
 
 # %% [markdown]
 # With random weights the blocks' increments are small next to the embeddings ($\sigma = 0.02$ weights), so even
@@ -196,15 +200,23 @@ print("agreement " + " ".join(f"{v:5.2f}" for v in lm_lens.agreement.tolist()))
 print("CE        " + " ".join(f"{v:5.2f}" for v in lens_ce))
 print(f"one solve: {lm_lens.trajectory.stats.nfe} part evaluations (the forward's) + "
       f"{lm_lens.trajectory.stats.nfe_dense} for the dense output")
+echo = (lm_lens.logits[0].argmax(-1) == inputs).double().mean().item()
+print(f"the lens at t = 0 predicts the current character at {echo:.0%} of the positions")
+below_unigram = next(t for t, ce in zip(LENS_TIMES, lens_ce, strict=True) if ce < unigram_entropy)
+below_bigram = next(t for t, ce in zip(LENS_TIMES, lens_ce, strict=True) if ce < bigram_ce)
+print(f"the lens's cross-entropy is below the unigram entropy from t = {below_unigram:g}, below the bigram's from "
+      f"t = {below_bigram:g}")
 assert (lm_lens.final_logits - output).abs().max().item() == 0.0
 assert lm_lens.trajectory.stats.nfe == 2 * 4  # 4 Lie-Trotter steps of 2 parts: the forward's
 # the prediction forms with depth: KL falls and agreement rises at every quarter of depth-time
 assert (lm_lens.kl.diff() < 0).all() and (lm_lens.agreement.diff() > 0).all()
 assert lens_ce[0] > unigram_entropy and abs(lens_ce[-1] - cross_entropy(output)) < 1e-6
+assert echo > 0.5  # the embedding read through the tied head is the character itself
+assert below_unigram <= 1.5 and below_bigram <= 2.5
 
 # %%
 fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-for lens, name, style in ((gpt2_lens, "GPT-2, random weights", "s--"), (lm_lens, "trained char LM (tied layers)", "o-")):
+for lens, name, style in ((gpt2_lens, "GPT-2, random weights", "s--"), (lm_lens, "trained char LM, tied", "o-")):
     axes[0].semilogy(LENS_TIMES[:-1], lens.kl[:-1].numpy(), style, ms=4, label=name)
     axes[1].plot(LENS_TIMES, lens.agreement.numpy(), style, ms=4, label=name)
 axes[2].plot(LENS_TIMES, lens_ce, "o-", ms=4, color="C1", label="trained LM: lens vs true next char")
@@ -222,10 +234,11 @@ plt.show()
 
 # %% [markdown]
 # The trained model's prediction forms along depth: the KL to the final distribution falls at every quarter of
-# depth-time and the top-1 agreement rises from a few percent (the embedding read through the tied head predicts the
-# *current* character, not the next) to 1; the lens's cross-entropy passes the unigram and bigram levels within the
-# first two blocks. Between blocks the curve is smooth, but it is the dense output's interpolation of a unit
-# Lie-Trotter step, not a state the network computes.
+# depth-time and the top-1 agreement rises from a few percent to 1. At $t = 0$ the embedding read through the tied
+# head mostly names the *current* character, not the next one; the lens's cross-entropy falls below the unigram
+# entropy after about one block and below the bigram cross-entropy after about two. Between blocks the curves are
+# smooth, but there they show the dense output's interpolation of a unit Lie-Trotter step, not a state the network
+# computes.
 
 # %% [markdown]
 # ## 2. Stability: the field's Jacobian and Lyapunov exponents
@@ -319,11 +332,14 @@ print(f"J: {tuple(J.shape)}; largest entry above the diagonal blocks: {above}")
 print("dense eigvals, largest real parts:  " + ", ".join(f"{v.real:.4f}{v.imag:+.4f}i" for v in dense[:4].tolist()))
 print("leading_eigenvalues (Arnoldi, k=4): " + ", ".join(f"{v.real:.4f}{v.imag:+.4f}i" for v in leading.values.tolist())
       + f"; {leading.jvps} Jacobian-vector products, {leading.restarts} restarts")
-gap = (leading.values - dense[:4]).abs().max().item()
-print(f"max |Arnoldi - dense| = {gap:.1g}; largest real part over the diagonal blocks: "
-      f"{diagonal_spectra.real.max().item():.4f}")
+# each Arnoldi value is an eigenvalue of J, and their real parts are the 4 largest (a conjugate pair may come in
+# either order)
+nearest = (leading.values[:, None] - dense[None, :]).abs().min(dim=1).values.max().item()
+real_gap = (leading.values.real - dense.real[:4]).abs().max().item()
+print(f"max distance of an Arnoldi value to J's spectrum: {nearest:.1g}; of the real parts to the 4 largest: "
+      f"{real_gap:.1g}; largest real part over the diagonal blocks: {diagonal_spectra.real.max().item():.4f}")
 assert above == 0.0  # causal: exactly zero
-assert gap < 1e-8 and leading.jvps < J.shape[0]
+assert nearest < 1e-8 and real_gap < 1e-8 and leading.jvps < J.shape[0]
 assert abs(diagonal_spectra.real.max().item() - dense[0].real.item()) < 1e-10
 assert dense[0].real.item() > 0  # at x(2) some directions expand
 
@@ -348,7 +364,8 @@ LOCAL_AT = [0, 1, 2, 3, 4, 8, 16]
 local_rate = [leading_eigenvalues(field, float(t), long_states[t], 1).values[0].real.item() for t in LOCAL_AT]
 norms = long_states.norm(dim=-1).mean(-1).squeeze(-1)
 
-print(f"network (lie_trotter, h=1): {network_lyap.nfe} part evaluations; flow (rk4, h=0.25): {flow_lyap.nfe} evaluations")
+print(f"network (lie_trotter, h=1): {network_lyap.nfe} part evaluations; "
+      f"flow (rk4, h=0.25): {flow_lyap.nfe} evaluations")
 for name, lyap in (("network", network_lyap), ("flow", flow_lyap)):
     at4 = lyap.running[(lyap.times[1:] == 4.0).nonzero().item()]
     print(f"{name:8s} exponents over [0, 4]: " + ", ".join(f"{v:.3f}" for v in at4.tolist())
@@ -375,7 +392,8 @@ for i in range(3):
 ax_run.axvline(DEPTH, color="gray", lw=0.8)
 ax_run.annotate("trained depth", (DEPTH, ax_run.get_ylim()[1]), xytext=(4, -12), textcoords="offset points",
                 fontsize=8, color="gray")
-ax_run.set(xlabel="depth-time τ", ylabel="running estimate over [0, τ]", title="finite-time Lyapunov exponents, k = 3")
+ax_run.set(xlabel="depth-time τ", ylabel="running estimate over [0, τ]",
+           title="finite-time Lyapunov exponents, k = 3")
 ax_run.legend(fontsize=7, ncol=2)
 ax_local.plot(LOCAL_AT, local_rate, "o-", label="largest Re eig J(x(t))")
 ax_local.plot(LOCAL_AT, [1 / norms[t].item() for t in LOCAL_AT], "s:", color="gray", label="1 / mean |x(t)|")
@@ -389,12 +407,13 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# Within the trained depth both discretisations expand perturbations (positive exponents of about 0.4-0.6 per unit of
-# depth). The three exponents are not in descending order: over a short span the order of Benettin's exponents is
-# partly the initial frame's (their sums $\lambda_1 + \dots + \lambda_i$ are the volume growth rates that the method
-# guarantees). Past the trained depth the estimates fall, and so does the local rate: the branches read the tokens
-# through LayerNorm, so the field is bounded and its Jacobian scales like $1 / |x|$, while $|x|$ grows about linearly
-# with depth. A pre-norm residual stream that keeps growing is asymptotically neutral, whatever it does early on.
+# Within the trained depth both discretisations expand perturbations (exponents of about 0.4-0.6 per unit of depth
+# over $[0, 4]$). The three are not in descending order: over a short span the order of Benettin's exponents is partly
+# the initial frame's (their partial sums $\lambda_1 + \dots + \lambda_i$ are the volume growth rates the method
+# measures). Past the trained depth the running estimates fall, and so does the local rate, together with
+# $1 / |x|$: the branches read the tokens through LayerNorm, so the field is bounded and its Jacobian shrinks as the
+# residual stream grows, which it does about linearly with depth. Perturbations keep growing, but ever more slowly
+# relative to depth.
 
 # %% [markdown]
 # ## 3. Token clustering
@@ -438,7 +457,11 @@ se = math.sqrt(statistics.variance(large) / len(large) + statistics.variance(sma
 print(f"mean time at beta = 3 minus at beta = 1: {difference:.1f} ± {se:.1f} (one standard error)")
 assert sphere[1.0]["clusters"][0].min().item() >= 28  # almost no pair linked at the start
 assert all(math.isfinite(t) for t in small + large)  # every seed ends in one cluster within T = 250, at both betas
-assert (sphere[1.0]["clusters"][-1] == 1).all() and statistics.mean(small) < 10.0
+assert (sphere[1.0]["clusters"][-1] == 1).all() and statistics.mean(small) < 10.0 and max(small) <= 10.0
+few = sphere[3.0]["clusters"][30]  # t = 15
+assert sphere_times[30].item() == 15.0
+print(f"beta = 3, clusters at t = 15 per seed: {few.tolist()}")
+assert (few <= 3).all()
 assert difference > 2 * se  # metastability: one cluster takes longer at the larger beta
 
 # %%
@@ -460,8 +483,8 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# At $\beta = 1$ every seed is one cluster by $t \approx 10$. At $\beta = 3$ the tokens first gather into two or three
-# clusters within a few units of time, and these persist, some seeds for over a hundred units, before they merge: the
+# At $\beta = 1$ every seed is one cluster by $t = 10$. At $\beta = 3$ the tokens of every seed are in at most three
+# clusters by $t = 15$, and these persist, for some seeds over a hundred units of time, before they merge: the
 # metastable phase. One seed at $\beta = 3$, on the sphere:
 
 # %%
@@ -473,7 +496,8 @@ for j, t in enumerate(snapshots):
     index = int(round(t / 0.5))
     points = F.normalize(sphere[3.0]["ys"][index, slowest], dim=-1).numpy()
     ax.scatter(*points.T, s=12)
-    ax.set(xlim=(-1, 1), ylim=(-1, 1), zlim=(-1, 1), title=f"t = {t:g}: {sphere[3.0]['clusters'][index, slowest].item()} clusters")
+    count = sphere[3.0]["clusters"][index, slowest].item()
+    ax.set(xlim=(-1, 1), ylim=(-1, 1), zlim=(-1, 1), title=f"t = {t:g}: {count} cluster{'s' if count > 1 else ''}")
     ax.set_box_aspect((1, 1, 1))
     ax.set_xticks([])
     ax.set_yticks([])
@@ -599,6 +623,12 @@ flow_ce = front["flow (rk4, 16 steps)"][1]
 assert network_cost == DEPTH and abs(network_ce - lens_ce[-1]) < 1e-6  # the discrete model's point
 assert abs(front["dopri5, tol 1e-3"][1] - flow_ce) < 0.02  # the adaptive solves converge to the flow ...
 assert network_ce < flow_ce - 0.1  # ... which is not the model that was trained
+assert min(front[f"dopri5, tol 1e-{k}"][0] for k in (1, 2, 3)) > 4 * network_cost
+for family in (["lie_trotter, 1 step", "lie_trotter, 2 steps", "lie_trotter, 3 steps"],
+               ["drop the last 3 layers", "drop the last 2 layers", "drop the last 1 layer"]):
+    losses = [front[name][1] for name in family] + [network_ce]
+    assert all(a > b for a, b in zip(losses, losses[1:]))  # each evaluation saved costs accuracy
+assert front["midpoint, 1 step"][1] > front["lie_trotter, 2 steps"][1] and front["rk4, 1 step"][1] > network_ce
 
 # %%
 fig, ax = plt.subplots(figsize=(8, 4.5))
@@ -627,12 +657,12 @@ plt.show()
 
 # %% [markdown]
 # The network was trained as 4 unit Lie-Trotter steps, and as a model it *is* that discretisation: the converged flow
-# of its own field (rk4 with 16 steps, and dopri5, which agrees with it) predicts markedly worse, at 5-10 times the
-# cost, so an adaptive solver buys nothing here. With fewer evaluations, stopping early (dropping the last block) and
-# Lie-Trotter with 3 longer steps cost the same and lose little; with 2 or 1 evaluation both lose more, and
-# one-step midpoint and rk4 are worse than the Lie-Trotter grids of equal cost. Whether a model can trade depth for
-# accuracy adaptively depends on training it as an ODE (a solver whose answer is the flow); a fuller study comes in a
-# later tutorial.
+# of its own field (rk4 with 16 steps, and dopri5, which agrees with it) predicts markedly worse, at 5 to 16 times the
+# cost, so an adaptive solver buys nothing here. Every evaluation saved costs accuracy: stopping early (dropping the
+# last blocks) and Lie-Trotter with fewer, longer steps lose little with one evaluation fewer and more with each
+# further one, and one-step midpoint and rk4 are worse than the Lie-Trotter grids of equal cost. Whether a model can
+# trade depth for accuracy adaptively depends on training it as an ODE (with a solver whose answer is the flow); a
+# fuller study comes in a later tutorial.
 #
 # ## Take-aways
 #
