@@ -12,8 +12,9 @@ import torch
 
 from neuralode_tf import ContinuousDepth
 from neuralode_tf.models import CausalLM, TextClassifier, from_transformers
+from neuralode_tf.models.set_reference import ReferenceMAB
 from neuralode_tf.nn import AttentionBranch
-from neuralode_tf.nn._empty_rows import attend, softmax_weights
+from neuralode_tf.nn._empty_rows import attend, sdpa_mask, softmax_weights
 from neuralode_tf.nn.evolving import EvolvingAttentionBranch
 from tests import _conditioned
 from tests._huggingface import FAMILIES, compared, hf_output, inputs, max_diff, model
@@ -48,12 +49,12 @@ def test_attend_and_softmax_weights_against_the_definition():
     allowed[0, 0, 1] = False  # a query that sees no key
     allowed[1, 0, :, 0] = True
     expected = written_out(q, k, v, allowed)
-    assert max_diff(attend(q, k, v, allowed), expected) <= 1e-14
+    assert max_diff(attend(q, k, v, sdpa_mask(allowed)), expected) <= 1e-14
     weights = softmax_weights(q @ k.transpose(-1, -2) / math.sqrt(8), ~allowed)
     assert max_diff(weights @ v, expected) <= 1e-14
     assert weights[0, :, 1].abs().max() == 0.0
     q.requires_grad_(True)
-    attend(q, k, v, allowed).sum().backward()
+    attend(q, k, v, sdpa_mask(allowed)).sum().backward()
     assert torch.isfinite(q.grad).all() and q.grad[0, :, 1].abs().max() == 0.0
 
 
@@ -142,3 +143,27 @@ def test_converted_models_equal_hugging_face_on_rows_of_padding(family, device):
         where = compared(family, attention_mask)
         if where is None or where.any():
             assert max_diff(got, hf_output(hf_model, ids, attention_mask), where) <= 1e-10
+
+
+def test_ea_bert_and_the_reference_set_transformer_on_a_row_of_padding(device):
+    """Evolving attention on a converted BERT: a sample that is all padding stays finite (its queries see no key)
+    and leaves the other samples as they are; with α = β = 0 it equals Hugging Face's BERT under transformers 5.
+    The reference Set Transformer's attention over a set that is all padding is zero."""
+    hf_model = model("bert").to(device)
+    ids, mask = inputs("bert", "right", device)
+    mask = mask.clone()
+    mask[1] = 0
+    evolving = from_transformers(hf_model, evolving=dict(alpha=0.5, beta=0.5))
+    with torch.no_grad(), pytest.warns(UserWarning, match=ALL_PADDING):
+        out = evolving(ids, mask)
+    with torch.no_grad():
+        rest = evolving(ids[[0, 2]], mask[[0, 2]])
+    assert torch.isfinite(out).all() and max_diff(out[[0, 2]], rest) <= 1e-10
+    vanilla = from_transformers(hf_model, evolving=dict(alpha=0.0, beta=0.0))
+    with torch.no_grad(), pytest.warns(UserWarning, match=ALL_PADDING):
+        got = vanilla(ids, mask)
+    assert max_diff(got, hf_output(hf_model, ids, mask), compared("bert", mask)) <= 1e-10
+    mab = ReferenceMAB(8, 8, 8, 2).to(device)
+    x, y = torch.randn(2, 3, 8, device=device), torch.randn(2, 4, 8, device=device)
+    pad = torch.tensor([[False] * 4, [True] * 4], device=device)
+    assert mab.attend(x, y, pad)[1].abs().max().item() == 0.0

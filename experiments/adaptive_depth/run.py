@@ -114,6 +114,11 @@ def measure_seed(seed: int, workdir: Path, per_sample: bool, early_exit: bool) -
         method="midpoint",
         steps=1,
     )
+    discrete = points["discrete (euler, 4 unit steps)"]
+    for steps in (1, 2, 3):
+        aligned = points[f"euler, {steps} step{'s' * (steps > 1)} (layer-aligned)"]
+        assert aligned["evaluations"] == DEPTH and aligned["accuracy"] == discrete["accuracy"]
+    assert points["midpoint, 1 step (layer-aligned)"]["evaluations"] == 2 * DEPTH
 
     # adaptive dopri5, batch-joint (one error norm over the whole batch)
     for tol in TOLERANCES:

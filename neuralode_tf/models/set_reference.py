@@ -65,7 +65,7 @@ class ReferenceMAB(nn.Module):
         padding) get no weight."""
         projected = (self.fc_q(x), self.fc_k(y), self.fc_v(y))
         q, k, v = (z.unflatten(-1, (self.num_heads, -1)).transpose(-3, -2) for z in projected)
-        mask = None if key_padding_mask is None else ~key_padding_mask[..., None, None, :]
+        mask = None if key_padding_mask is None else _empty_rows.sdpa_mask(~key_padding_mask[..., None, None, :])
         scale = self.fc_q.out_features**-0.5
         return _empty_rows.attend(q, k, v, mask, scale=scale).transpose(-3, -2).flatten(-2)
 

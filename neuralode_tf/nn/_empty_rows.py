@@ -15,21 +15,39 @@ output is set to zero after it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch.nn.functional as F
 from torch import Tensor
 
 
-def attend(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None, **sdpa_options: Any) -> Tensor:
-    """:func:`~torch.nn.functional.scaled_dot_product_attention` under the bool mask ``allowed`` (True where query
-    ``i`` may attend to key ``j``, broadcastable to ``(*batch, H, n_q, n_k)``; ``None``: no mask), with a zero
+class SdpaMask(NamedTuple):
+    """A bool mask ready for the kernel: ``allowed`` with every fully masked row unmasked, and ``blind``, the
+    queries ``(*batch, 1, n_q, 1)`` that may see no key (their outputs are set to zero after the kernel)."""
+
+    allowed: Tensor
+    blind: Tensor
+
+    @property
+    def blocked(self) -> Tensor:
+        """The keys each query may not see (all of them for a blind query), for :func:`softmax_weights`."""
+        return ~self.allowed | self.blind
+
+
+def sdpa_mask(allowed: Tensor) -> SdpaMask:
+    """The :class:`SdpaMask` of ``allowed`` (True where query ``i`` may attend to key ``j``, broadcastable to
+    ``(*batch, H, n_q, n_k)``); build it once per mask and reuse it across calls."""
+    blind = ~allowed.any(dim=-1, keepdim=True)
+    return SdpaMask(allowed | blind, blind)
+
+
+def attend(q: Tensor, k: Tensor, v: Tensor, mask: SdpaMask | None, **sdpa_options: Any) -> Tensor:
+    """:func:`~torch.nn.functional.scaled_dot_product_attention` under ``mask`` (``None``: no mask), with a zero
     output for a query that may see no key."""
-    if allowed is None:
+    if mask is None:
         return F.scaled_dot_product_attention(q, k, v, **sdpa_options)
-    empty = ~allowed.any(dim=-1, keepdim=True)
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed | empty, **sdpa_options)
-    return out.masked_fill(empty, 0.0)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.allowed, **sdpa_options)
+    return out.masked_fill(mask.blind, 0.0)
 
 
 def softmax_weights(scores: Tensor, blocked: Tensor | None) -> Tensor:

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .._checks import check_context, check_padding_mask
-from ._empty_rows import attend
+from ._empty_rows import SdpaMask, attend, sdpa_mask
 from ._kv_cache import KVCache
 from .rotary import apply_rotary
 
@@ -258,15 +258,15 @@ class AttentionBranch(_AttentionParameters):
             out = out.masked_fill(key_padding_mask.unsqueeze(-1), 0.0)
         return out
 
-    def _mask(self, key_padding_mask: Tensor | None, n_q: int, n_k: int, device: torch.device) -> Tensor | None:
-        """Boolean mask, True where attention is allowed, shaped ``(*batch, 1, n_q, n_k)``; ``None`` where every
+    def _mask(self, key_padding_mask: Tensor | None, n_q: int, n_k: int, device: torch.device) -> SdpaMask | None:
+        """The mask of the allowed keys, ``(*batch, 1, n_q, n_k)`` (:func:`sdpa_mask`); ``None`` where every
         key is allowed or ``is_causal`` says it (``n_q = n_k``). Causal self-attention query ``i`` sees keys
         ``≤ n_k - n_q + i``: the queries are the last ``n_q`` tokens (all of them, or those after a cache's)."""
         shift = 0 if self.is_cross_attention else n_k - n_q
         if key_padding_mask is None:  # a mask only where is_causal cannot say it and some key is hidden
             hidden = self.causal and n_q != n_k and (n_q > 1 or self.is_cross_attention)
-            return torch.ones(n_q, n_k, dtype=torch.bool, device=device).tril(shift) if hidden else None
+            return sdpa_mask(torch.ones(n_q, n_k, dtype=torch.bool, device=device).tril(shift)) if hidden else None
         allowed = ~key_padding_mask[..., None, None, :]
         if self.causal:
             allowed = allowed & torch.ones(n_q, n_k, dtype=torch.bool, device=device).tril(shift)
-        return allowed
+        return sdpa_mask(allowed)

@@ -7,7 +7,7 @@ import torch
 from torch import Tensor, nn
 
 from ..._checks import check_padding_mask
-from ...nn._empty_rows import attend
+from ...nn._empty_rows import SdpaMask, attend, sdpa_mask
 from ...nn.rotary import rotate
 
 __all__ = ["AttentionMasks", "TransformersAttention", "split_heads"]
@@ -26,13 +26,13 @@ class AttentionMasks:
 
     def __init__(self) -> None:
         self._padding: tuple[Tensor | None, int] = (None, 0)
-        self._masks: dict[tuple[int, torch.device, bool, int | None], Tensor | None] = {}
+        self._masks: dict[tuple[int, torch.device, bool, int | None], SdpaMask | None] = {}
 
     def get(
         self, padding: Tensor | None, n: int, device: torch.device, causal: bool, window: int | None
-    ) -> Tensor | None:
-        """The mask ``(B or 1, 1, n, n)``, True where attention is allowed, or ``None`` where ``is_causal`` (or
-        nothing) says it all."""
+    ) -> SdpaMask | None:
+        """The mask ``(B or 1, 1, n, n)`` of the allowed keys (:func:`~neuralode_tf.nn._empty_rows.sdpa_mask`), or
+        ``None`` where ``is_causal`` (or nothing) says it all."""
         version = 0 if padding is None else padding._version
         if padding is not self._padding[0] or version != self._padding[1]:
             self._padding, self._masks = (padding, version), {}
@@ -42,7 +42,7 @@ class AttentionMasks:
         return self._masks[key]
 
 
-def _mask(padding: Tensor | None, n: int, device: torch.device, causal: bool, window: int | None) -> Tensor | None:
+def _mask(padding: Tensor | None, n: int, device: torch.device, causal: bool, window: int | None) -> SdpaMask | None:
     if padding is None and window is None:
         return None
     i = torch.arange(n, device=device)
@@ -52,8 +52,8 @@ def _mask(padding: Tensor | None, n: int, device: torch.device, causal: bool, wi
     if window is not None:
         allowed = allowed & (i[:, None] - i[None, :] < window)
     if padding is None:
-        return allowed[None, None]
-    return allowed & ~padding[..., None, None, :]
+        return sdpa_mask(allowed[None, None])
+    return sdpa_mask(allowed & ~padding[..., None, None, :])
 
 
 class TransformersAttention(nn.Module):
@@ -139,10 +139,10 @@ class TransformersAttention(nn.Module):
         """The bound padding mask, bool ``(B, n)``, True at padding (``None``: no padding bound)."""
         return self._key_padding_mask
 
-    def attention_mask(self, x: Tensor) -> Tensor | None:
-        """The bool mask ``(B or 1, 1, n, n)`` of the tokens ``x``, True where query ``i`` may attend to key ``j``
-        (the complement of ``M``'s ``-inf`` entries), from the bound
-        padding; ``None`` where there is no mask or ``is_causal`` says it all.
+    def attention_mask(self, x: Tensor) -> SdpaMask | None:
+        """The mask ``(B or 1, 1, n, n)`` of the tokens ``x`` (:func:`~neuralode_tf.nn._empty_rows.sdpa_mask`:
+        where query ``i`` may attend to key ``j``, the complement of ``M``'s ``-inf`` entries, and the queries that
+        see no key), from the bound padding; ``None`` where there is no mask or ``is_causal`` says it all.
 
         Raises:
             ValueError: the bound padding mask does not fit ``x``.

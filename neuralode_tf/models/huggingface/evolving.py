@@ -49,13 +49,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..._checks import check_padding_mask
 from ...fields import SplitField, WeightSharedField, as_field
 from ...fields.evolving import _TokenPart
+from ...nn._empty_rows import softmax_weights
 from ...nn.evolving import evolve_logits
 from ..stack import stack_encoder
 from ._attention import TransformersAttention
@@ -118,13 +118,13 @@ class EvolvingTransformersAttention(nn.Module):
     def forward(self, x: Tensor, prev: Tensor) -> tuple[Tensor, Tensor]:
         """The increment ``W_o [softmax(L_h + M) V_h]_h`` (attention dropout in training mode) and ``L(A, x)``,
         0 at the entries of padded tokens; ``prev`` is ``A`` ``(B, H, n, n)``."""
-        allowed = self.attention.attention_mask(x)
+        mask = self.attention.attention_mask(x)
         scores, v = self._scores(x)
         hidden = self._hidden(x)
         logits = scores
         if self.conv is not None:
             logits = evolve_logits(prev, scores, self.conv, alpha=self.alpha, beta=self.beta, hidden=hidden)
-        weights = (logits if allowed is None else logits.masked_fill(~allowed, -torch.inf)).softmax(-1)
+        weights = softmax_weights(logits, None if mask is None else mask.blocked)
         weights = F.dropout(weights, self.attention.dropout, self.training)
         increment = self.attention.out((weights @ v).transpose(-3, -2).flatten(-2))
         return increment, logits if hidden is None else logits.masked_fill(hidden, 0.0)
