@@ -69,7 +69,9 @@ def test_describe_prints_the_settings_and_the_keys_of_the_preset(capsys):
     assert list(rows) == [name for name in keywords if name in rows]
     assert {"patch_size", "dim", "depth", "num_heads", "field", "num_sets", "mlp_hidden"} <= set(rows)
     assert rows["dim"] == "48" and rows["depth"] == "2" and rows["field"] == '"parallel"' and rows["num_heads"] == "4"
-    assert model.splitlines()[-1].startswith("  other keywords go to its encoder and the ODE solve: method, step_size")
+    encoder = "(inner_residuals, t1, transport_cost, jacobian_cost)"
+    other = f"  other keywords go to its encoder {encoder} and the ODE solve: method, step_size"
+    assert model.splitlines()[-1].startswith(other)
     assert data.startswith("data settings (--set data.KEY=VALUE) of the dataset 'digits':") and "  seed" in data
 
 

@@ -39,6 +39,12 @@ class WeightSharedField(nn.Module):
     sample; each sample then takes the output of its own piece's set. torchode's backsolve adjoint
     evaluates fields under ``vmap``, where a time cannot pick a module, so it is not supported.
 
+    Outside ``[0, D]`` the field continues its end pieces: set 0 before ``0``, set ``k - 1`` after ``D``. With
+    several sets that is a choice the trained stack does not make (integrating past the trained depth, e.g. to
+    watch tokens cluster, then repeats the last layer's weights), so :func:`~neuralode_tf.solve` warns when the
+    interval it is asked for leaves ``[0, D]`` (:attr:`domain`). With one set the field is the same at every ``t``
+    and nothing is chosen.
+
     If every layer has ``parts`` (e.g. :class:`~neuralode_tf.fields.SplitField`), so does this
     field: part ``i`` is the weight-shared stack of the layers' part ``i``, so splitting methods
     work on weight-shared stacks too.
@@ -62,6 +68,12 @@ class WeightSharedField(nn.Module):
         k = len(self.layers)
         time = float(t.detach()) if isinstance(t, Tensor) else float(t)
         return min(max(math.floor(time * k / self.depth), 0), k - 1)
+
+    @property
+    def domain(self) -> tuple[float, float] | None:
+        """``(0, D)``, where the stack's layers are; ``None`` with one set, the same field at every ``t``.
+        :func:`~neuralode_tf.solve` warns when asked to integrate outside it."""
+        return None if len(self.layers) == 1 else (0.0, self.depth)
 
     def forward(self, t: Tensor, y: State) -> State:
         if len(self.layers) == 1:  # one set: no time to read (also under vmap, e.g. torchode's backsolve)

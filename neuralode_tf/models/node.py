@@ -8,7 +8,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from ..continuous import ContinuousDepth
-from ..fields import BlockIncrementField, KineticEnergy
+from ..fields import BlockIncrementField, JacobianFrobenius, KineticEnergy
 from ..numerics import Stats
 
 __all__ = ["NODETransformer"]
@@ -32,12 +32,14 @@ class NODETransformer(nn.Module):
     With ``transport_cost=λ`` each ODE's field is wrapped in
     :class:`~neuralode_tf.fields.KineticEnergy` and the loss gets the sum of the ``D`` costs
     ``λ/2 · mean e_i(T)`` (Baier-Reinio & De Sterck's regularised model), through
-    :func:`~neuralode_tf.continuous.regularization`.
+    :func:`~neuralode_tf.continuous.regularization`. With ``jacobian_cost=λ_J`` each ODE's field is wrapped
+    (outside the kinetic energy) in :class:`~neuralode_tf.fields.JacobianFrobenius`, RNODE's Jacobian cost.
 
     Args:
         blocks: The ``D`` blocks, each a sequence of sub-layers (or one module: a one-sub-layer block).
         t1: ``T``, the depth-time of each ODE.
         transport_cost: ``λ``, or ``None`` for no kinetic-energy augmentation.
+        jacobian_cost: ``λ_J``, or ``None`` for no Jacobian-norm augmentation.
         convention: The transport-cost convention (``"paper"`` or ``"code"``, see
             :class:`~neuralode_tf.fields.KineticEnergy`).
         method, steps, step_size, **solve_options: Solve settings of every ODE
@@ -53,6 +55,7 @@ class NODETransformer(nn.Module):
         t1: float = 1.0,
         *,
         transport_cost: float | None = None,
+        jacobian_cost: float | None = None,
         convention: str = "paper",
         method: str = "euler",
         steps: int | None = None,
@@ -65,6 +68,8 @@ class NODETransformer(nn.Module):
         fields: list[nn.Module] = [BlockIncrementField(block) for block in blocks]
         if transport_cost is not None:
             fields = [KineticEnergy(field, transport_cost, convention) for field in fields]
+        if jacobian_cost is not None:
+            fields = [JacobianFrobenius(field, jacobian_cost) for field in fields]
         settings = dict(method=method, steps=steps, step_size=step_size, **solve_options)
         self.odes = nn.ModuleList(ContinuousDepth(field, t1, **settings) for field in fields)
 

@@ -12,6 +12,7 @@ from ..fields import (
     ComposedField,
     EvolvingAttentionField,
     EvolvingAttentionStack,
+    JacobianFrobenius,
     KineticEnergy,
     ParallelField,
     SplitField,
@@ -42,6 +43,7 @@ def stack_encoder(
     final_norm: nn.Module | None = None,
     t1: float | None = None,
     transport_cost: float | None = None,
+    jacobian_cost: float | None = None,
     method: str | None = None,
     steps: int | None = None,
     step_size: float | None = None,
@@ -83,6 +85,10 @@ def stack_encoder(
         transport_cost: ``λ``: augment with the kinetic energy (:class:`~neuralode_tf.fields.KineticEnergy`)
             and report ``λ/2 · mean e(T)`` as the encoder's ``regularization`` (for ``"node"``, one per ODE).
             ``0`` measures the energy without regularising; ``None`` (default) does not augment.
+        jacobian_cost: ``λ_J``: augment with the Jacobian's squared Frobenius norm, estimated with one Gaussian
+            Hutchinson probe per sample and solve (:class:`~neuralode_tf.fields.JacobianFrobenius`, RNODE, Finlay
+            et al. 2020), and add ``λ_J · mean j(T)`` to ``regularization`` (beside the transport cost, when both
+            are given: RNODE's two costs); ``0`` measures without regularising; ``None`` (default) does not augment.
         method, steps, step_size, **solve_options: Solve settings (:class:`~neuralode_tf.ContinuousDepth`).
     """
     if field not in FIELDS and not isinstance(field, nn.Module):
@@ -92,11 +98,13 @@ def stack_encoder(
     sets = sets or ()  # None for a ready-made field, which reads no sets
     if isinstance(field, str) and not sets:
         raise ValueError(f"field={field!r} needs the parameter sets of the blocks")
-    if field == "evolving" and transport_cost is not None:
-        raise ValueError("transport_cost is not supported with field='evolving' (its state carries logit maps)")
+    costs = dict(transport_cost=transport_cost, jacobian_cost=jacobian_cost)
+    if field == "evolving" and any(cost is not None for cost in costs.values()):
+        given = [name for name, cost in costs.items() if cost is not None]
+        raise ValueError(f"{given} are not supported with field='evolving' (its state carries logit maps)")
     settings = dict(steps=steps, step_size=step_size, **solve_options)
     if field == "discrete":
-        ode = dict(settings, t1=t1, transport_cost=transport_cost, method=method)
+        ode = dict(settings, t1=t1, method=method, **costs)
         given = [k for k, v in ode.items() if v is not None]
         if given:
             raise ValueError(f"field='discrete' is no ODE and takes no {given}")
@@ -104,12 +112,14 @@ def stack_encoder(
     if field == "node":
         blocks = [sets[i * len(sets) // depth] for i in range(depth)]
         t1 = 1.0 if t1 is None else t1
-        return NODETransformer(blocks, t1, transport_cost=transport_cost, method=method or "euler", **settings)
+        return NODETransformer(blocks, t1, **costs, method=method or "euler", **settings)
     if isinstance(field, str):
         field = _stack_field(sets, depth, field, inner_residuals, final_norm)
         t1 = (1.0 if isinstance(field, ComposedField) else depth) if t1 is None else t1
     if transport_cost is not None:
         field = KineticEnergy(field, transport_cost)
+    if jacobian_cost is not None:
+        field = JacobianFrobenius(field, jacobian_cost)
     return _encoder(field, depth if t1 is None else t1, method, **settings)
 
 

@@ -1,11 +1,12 @@
-"""What ``solve`` checks of its ``field`` before solving: that it is called as ``field(t, y)``, and that its
-parameters share a dtype and a device with the state."""
+"""What ``solve`` checks of its ``field`` before solving: that it is called as ``field(t, y)``, that its
+parameters share a dtype and a device with the state, and whether the interval leaves where it is defined."""
 
 from __future__ import annotations
 
 import inspect
 import itertools
 import types
+import warnings
 import weakref
 from collections.abc import Iterator
 from typing import Any
@@ -16,7 +17,7 @@ from torch import Tensor, nn
 from ._state import State, leaves
 from .errors import InvalidFieldError, InvalidStateError
 
-__all__ = ["check_field", "check_field_matches_state"]
+__all__ = ["check_field", "check_field_matches_state", "warn_outside_domain"]
 
 _FIELD_FUNCTIONS: weakref.WeakSet[types.FunctionType] = weakref.WeakSet()
 """Functions already seen to take ``(t, y)``: :func:`check_field` reads a signature once per function, not per solve."""
@@ -86,3 +87,20 @@ def check_field_matches_state(field: object, y0: State) -> None:
 
 def _floating_tensors(module: nn.Module) -> Iterator[Tensor]:
     return (x for x in itertools.chain(module.parameters(), module.buffers()) if x.is_floating_point())
+
+
+def warn_outside_domain(field: object, t_first: float, t_last: float) -> None:
+    """Warn if ``[t_first, t_last]`` leaves the ``domain`` ``(start, end)`` that the field, or a module of it, declares
+    (e.g. a :class:`~neuralode_tf.fields.WeightSharedField` of several sets: where its layers are; beyond, it continues
+    its end layers, a choice the stack it was read from does not make)."""
+    modules = field.modules() if isinstance(field, nn.Module) else (field,)
+    low, high = min(t_first, t_last), max(t_first, t_last)
+    for module in modules:
+        domain = getattr(module, "domain", None)
+        if domain is not None and (low < domain[0] or high > domain[1]):
+            warnings.warn(
+                f"solving over [{t_first:g}, {t_last:g}], outside the depth [{domain[0]:g}, {domain[1]:g}] where "
+                f"{type(module).__name__}'s layers are: beyond it the field continues its end layers",
+                stacklevel=3,
+            )
+            return

@@ -12,7 +12,7 @@ from .._typing import Field, State
 from ..protocols import jump_times_of
 from . import _feature_checks, _validate
 from ._compiled import check_compile
-from ._field_checks import check_field, check_field_matches_state
+from ._field_checks import check_field, check_field_matches_state, warn_outside_domain
 from ._nonfinite import raise_if_nonfinite
 from ._registry import Settings, get_backend
 from ._resolve import resolve_backend
@@ -173,6 +173,8 @@ def solve(
     Warns:
         CausalityWarning: an adaptive method on a field that declares ``causal``: step-size control
             makes earlier positions depend on later ones (:mod:`neuralode_tf.numerics.causality`).
+        UserWarning: the interval leaves the ``domain`` a module of the field declares (a
+            :class:`~neuralode_tf.fields.WeightSharedField` of several sets past its depth).
     """
     check_field(field)
     _validate.check_state(y0)
@@ -180,6 +182,7 @@ def solve(
     check_field_matches_state(field, y0)
     sample_times = _feature_checks.sample_times(t, y0)
     times = sample_times[0] if sample_times else _validate.check_times(t, y0)
+    warn_outside_domain(field, float(times[0]), float(times[-1]))
     _validate.check_flags(seminorm, per_sample, max_steps)
     checkpoints = _validate.checkpoints(checkpoints, adjoint, y0)
     chosen = get_backend(

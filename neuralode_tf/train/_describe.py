@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from ..data import DATASETS, Splits
+from ..models import stack_encoder
 from ..numerics import solve
 from ._preset import Preset
 from .config import ConfigError, TrainConfig
@@ -38,7 +39,8 @@ class ModelKeys:
 
     def accepted(self) -> str:
         """``"ViT takes img_size, ..., and passes other keywords on to ..."``, for error messages."""
-        passed = f", and passes other keywords on to its encoder and the ODE solve ({', '.join(_SOLVE)})"
+        encoder, solve_keys = ", ".join(_ENCODER), ", ".join(_SOLVE)
+        passed = f", and passes other keywords on to its encoder ({encoder}) and the ODE solve ({solve_keys})"
         return f"{self.model} takes {', '.join(self.values)}{passed if self.passes_on else ''}"
 
 
@@ -101,7 +103,8 @@ def describe(config: TrainConfig, preset: Preset) -> str:
     else:
         lines += ["", f"model settings (--set model.KEY=VALUE) of {keys.model}:", *_rows(keys.values)]
         if keys.passes_on:
-            lines.append(f"  other keywords go to its encoder and the ODE solve: {', '.join(_SOLVE)}")
+            encoder = ", ".join(name for name in _ENCODER if name not in keys.values)
+            lines.append(f"  other keywords go to its encoder ({encoder}) and the ODE solve: {', '.join(_SOLVE)}")
     lines += ["", f"data settings (--set data.KEY=VALUE) of the dataset {name!r}:", *_rows(data_values)]
     return "\n".join(lines)
 
@@ -159,3 +162,10 @@ def _parameters(function: Callable[..., Any]) -> list[tuple[str, inspect.Paramet
 
 _SOLVE = [p.name for p in inspect.signature(solve).parameters.values() if p.kind is p.KEYWORD_ONLY]
 """The keywords of :func:`~neuralode_tf.solve` that a model passes on to it."""
+
+_ENCODER = [
+    name
+    for name, p in inspect.signature(stack_encoder).parameters.items()
+    if p.kind is p.KEYWORD_ONLY and name not in _SOLVE and name != "final_norm"  # a module: no setting
+]
+"""The keywords of :func:`~neuralode_tf.models.stack_encoder` besides the solve's, which a model passes on to it."""
