@@ -112,7 +112,9 @@ def stack_encoder(
     if field == "node":
         blocks = [sets[i * len(sets) // depth] for i in range(depth)]
         t1 = 1.0 if t1 is None else t1
-        return NODETransformer(blocks, t1, **costs, method=method or "euler", **settings)
+        return NODETransformer(
+            blocks, t1, transport_cost=transport_cost, jacobian_cost=jacobian_cost, method=method or "euler", **settings
+        )
     if isinstance(field, str):
         field = _stack_field(sets, depth, field, inner_residuals, final_norm)
         t1 = (1.0 if isinstance(field, ComposedField) else depth) if t1 is None else t1
