@@ -42,8 +42,8 @@ Face leaves an output undefined, where a decoder's padded query sees no key (lef
 sliding window), only the real positions are compared; ours are finite there. Other options
 (``method="rk4"``, more ``steps``, an adaptive ``"dopri5"``, ``adjoint="adjoint"``) integrate the same ODE;
 ``neuralode_tf.set_solve_options(converted, ...)`` changes them on a converted model, as on any other. The
-conversion reads the blocks through the module classes it knows (:data:`FAMILIES`) and refuses anything else
-with a ``TypeError`` that names the class.
+conversion reads the blocks through the module classes it knows (:func:`families`, which :func:`register_family`
+extends) and refuses anything else with a ``TypeError`` that names the class.
 
 **A local checkpoint**, without downloading anything::
 
@@ -71,13 +71,14 @@ which other methods and adjoints integrate; with ``alpha = beta = 0`` it is the 
 from ._attention import AttentionMasks, TransformersAttention
 from ._model import ContinuousTransformersModel, Family
 from .bert import PostNorm
-from .convert import FAMILIES, TASKS, from_transformers
+from .convert import TASKS, families, from_transformers, register_family
 from .evolving import EvolvingTransformersAttention, EvolvingTransformersStack
 
 __all__ = [
     "from_transformers",
     "ContinuousTransformersModel",
-    "FAMILIES",
+    "families",
+    "register_family",
     "TASKS",
     "Family",
     "TransformersAttention",

@@ -15,10 +15,41 @@ from .gpt2 import GPT2
 from .gpt_neox import GPTNeoX
 from .llama import Llama
 
-__all__ = ["FAMILIES", "TASKS", "from_transformers"]
+__all__ = ["TASKS", "families", "from_transformers", "register_family"]
 
-FAMILIES: tuple[Family, ...] = (GPT2(), Llama(), GPTNeoX(), Bert(), Roberta())
-"""The families :func:`from_transformers` reads, each naming its base model classes."""
+_REGISTRY: list[Family] = []
+
+
+def register_family(family: Family) -> Family:
+    """Let :func:`from_transformers` read the base models that ``family`` names (its ``base_classes``); returns it.
+
+    A family is one :class:`Family` object: which modules of a block are its parts (the attention branch, the MLP
+    branch, their norms), its reading (split or parallel), its embedding, its positions and its final norm. The
+    extending guide adds one.
+
+    Raises:
+        TypeError: ``family`` is no :class:`Family`.
+        ValueError: it names no base class, or one that a registered family reads already (the message names it).
+    """
+    if not isinstance(family, Family):
+        raise TypeError(f"register_family takes a Family, got {type(family).__name__}")
+    if not family.base_classes or not family.layer_classes:
+        raise ValueError(f"{type(family).__name__} names no base_classes or no layer_classes")
+    for other in _REGISTRY:
+        taken = sorted(set(other.base_classes) & set(family.base_classes))
+        if taken:
+            raise ValueError(f"{', '.join(taken)}: read by the registered family {type(other).__name__} already")
+    _REGISTRY.append(family)
+    return family
+
+
+def families() -> tuple[Family, ...]:
+    """The registered families, in the order they were registered."""
+    return tuple(_REGISTRY)
+
+
+for _family in (GPT2(), Llama(), GPTNeoX(), Bert(), Roberta()):
+    register_family(_family)
 
 TASKS = {
     "ForCausalLM": "causal_lm",
@@ -47,7 +78,7 @@ def from_transformers(
     ``neuralode_tf.set_solve_options(converted, method="dopri5", rtol=1e-6)``.
 
     Args:
-        hf_model: A model of a family in :data:`FAMILIES`: the base model (returns ``last_hidden_state``) or one
+        hf_model: A model of a family in :func:`families`: the base model (returns ``last_hidden_state``) or one
             with a head of :data:`TASKS` (returns ``logits``). The converted model starts in its training mode;
             use ``eval()`` (or zero dropout) for solves with several evaluations per step: dropout inside the
             blocks stays.
@@ -65,7 +96,7 @@ def from_transformers(
             ``rtol``, ``atol``, ..., and ``t1``, ``transport_cost``.
 
     Raises:
-        TypeError: ``hf_model`` is no Hugging Face model, its base model is of no family in :data:`FAMILIES`, its
+        TypeError: ``hf_model`` is no Hugging Face model, its base model is of no family in :func:`families`, its
             head is of no task in :data:`TASKS` its family has, or a block has what the reading does not cover
             (cross-attention, relative positions); the message names the class. With ``evolving``: a model that
             is no BERT or RoBERTa encoder, or settings that are no mapping of ``alpha``, ``beta``, ``kernel_size``.
@@ -75,12 +106,12 @@ def from_transformers(
     if not any(cls.__module__.startswith("transformers.") for cls in type(hf_model).__mro__):
         raise TypeError(f"from_transformers reads Hugging Face transformers models, not {type(hf_model).__name__}")
     base = hf_model.base_model
-    family = next((f for f in FAMILIES if type(base).__name__ in f.base_classes), None)
+    family = next((f for f in _REGISTRY if type(base).__name__ in f.base_classes), None)
     if family is None:
-        readable = ", ".join(name for f in FAMILIES for name in f.base_classes)
+        readable = ", ".join(name for f in _REGISTRY for name in f.base_classes)
         raise TypeError(
             f"from_transformers cannot read {type(hf_model).__name__}: its base model {type(base).__name__} is "
-            f"none of {readable}"
+            f"none of the registered families' {readable} (register_family adds one)"
         )
     task = "base" if base is hf_model else _task(hf_model, family)
     field, sets = family.blocks(base)

@@ -1,0 +1,53 @@
+"""The family registry of ``from_transformers``: a family is one registered entry; a refused model names them."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from neuralode_tf.models import from_transformers
+from neuralode_tf.models import huggingface as hf
+from neuralode_tf.models.huggingface import convert
+from tests._huggingface import hf_output, model
+
+pytestmark = pytest.mark.cpu_only("registry bookkeeping on small CPU models")
+
+
+@pytest.fixture
+def registry(monkeypatch):
+    """The registry, restored after the test."""
+    monkeypatch.setattr(convert, "_REGISTRY", list(convert._REGISTRY))
+    return convert._REGISTRY
+
+
+def test_a_registered_family_reads_its_models(registry):
+    """A second reading of LLaMA under another base-class name: registering it is all that is needed."""
+
+    class RenamedLlama(type(next(f for f in hf.families() if "LlamaModel" in f.base_classes))):
+        base_classes = ("RenamedLlamaModel",)
+
+    llama = model("llama", "base")
+    renamed = type("RenamedLlamaModel", (type(llama),), {})  # a subclass in the transformers module
+    renamed.__module__ = type(llama).__module__
+    llama.__class__ = renamed
+    with pytest.raises(TypeError, match="none of the registered families' .* \\(register_family adds one\\)"):
+        from_transformers(llama)
+    family = hf.register_family(RenamedLlama())
+    assert hf.families()[-1] is family
+    ids = torch.randint(2, 90, (2, 6))
+    with torch.no_grad():
+        assert (from_transformers(llama)(ids) - hf_output(llama, ids, None)).abs().max().item() <= 1e-10
+
+
+def test_registering_refuses_what_is_no_family_or_taken(registry):
+    with pytest.raises(TypeError, match="register_family takes a Family, got str"):
+        hf.register_family("llama")
+    taken = "LlamaModel, MistralModel, Qwen2Model: read by the registered family Llama already"
+    with pytest.raises(ValueError, match=taken):
+        hf.register_family(type(hf.families()[1])())
+
+    class Empty(hf.Family):
+        pass
+
+    with pytest.raises(ValueError, match="Empty names no base_classes"):
+        hf.register_family(Empty())
