@@ -344,8 +344,8 @@ def notebooks(session: nox.Session) -> None:
 
 @nox.session(reuse_venv=True)
 def claims(session: nox.Session) -> None:
-    """Recompute the four reproduction ledgers (``paper_repro/claims``): exact claims from the code, verdicts
-    from the recordings; fails if a stored entry or the README's verdict counts are stale."""
+    """Recompute the five claims ledgers (``paper_repro/claims``: the four papers', depth dynamics): exact claims
+    from the code, verdicts from the recordings; fails if a stored entry or the README's verdict counts are stale."""
     _install(session, "-e", ".[dev,vision,graph,data]")
     session.run(_python(session), "-m", "paper_repro.claims", "--check")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 claims = pytest.importorskip("paper_repro.claims", reason="the suite runs beside paper_repro/")
@@ -138,3 +140,31 @@ def test_rewrite_replaces_only_ours_and_verdict(tmp_path):
     assert path.read_text() == text.replace(
         'ours = ""\nverdict = "differs"', 'ours = "2 \\"quoted\\" ± 1"\nverdict = "matched"'
     )
+
+
+def test_depth_dynamics_judges_the_best_candidate_against_the_margin_with_the_paired_standard_error(
+    tmp_path, monkeypatch
+):
+    """``d + margin`` against zeros: the rule's standard error is then the paired ``sd(d) / sqrt(n)``."""
+    from paper_repro.claims import _depth_dynamics
+
+    tests = {
+        "euler, 3 steps": {"family": "fixed grid (fewer steps)", "differences": [-1.0, -2.0, -3.0]},
+        "drop last 1": {"family": "drop last layers", "differences": [5.0, 5.0, 5.0]},  # no solver: never judged
+        "dopri5 per sample, tol 0.1": {"family": "dopri5 (per sample)", "differences": [-0.2, -0.4, -0.3]},
+        "exit at layer, p >= 0.9": {"family": "early exit (confident)", "differences": [0.0, 0.1, -0.1]},
+    }
+    record = {"margin": 0.5, "models": {"vit_digits": {"tests": tests}}}
+    monkeypatch.setattr(_depth_dynamics, "ADAPTIVE", tmp_path / "adaptive.json")
+    (tmp_path / "adaptive.json").write_text(json.dumps(record))
+    _depth_dynamics._record.cache_clear()
+    try:
+        a, b = _depth_dynamics.vit_digits_solver()
+        assert a == pytest.approx([0.3, 0.1, 0.2]) and b == [0.0] * 3  # the per-sample dopri5 point
+        judged = claims.two_standard_errors(a, b)
+        assert judged.standard_error == pytest.approx(0.1 / 3**0.5) and judged.verdict == "agrees"
+        assert _depth_dynamics.vit_digits_early_exit() == ([0.5, 0.6, 0.4], [0.0] * 3)
+        with pytest.raises(claims.LedgerError, match="no model 'lm_tweets_char'"):
+            _depth_dynamics.lm_tweets_char_solver()
+    finally:
+        _depth_dynamics._record.cache_clear()

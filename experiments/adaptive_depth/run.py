@@ -130,11 +130,12 @@ def main() -> None:
         report(summary)
     record = dict(
         date=datetime.date.today().isoformat(),
-        command="OMP_NUM_THREADS=2 .venv/bin/python experiments/adaptive_depth/run.py",
+        command=f"OMP_NUM_THREADS={torch.get_num_threads()} .venv/bin/python experiments/adaptive_depth/run.py",
         torch=torch.__version__,
         threads=torch.get_num_threads(),
         evaluations="layer evaluations per sample: one = every part of one layer on one state (a splitting method's "
         "nfe / parts) + nfe_dense; batch-joint solves count every call for every sample",
+        margin=MARGIN,
         rule=f"per-seed difference d = acc(point) - acc(discrete) in points; agree if mean(d) + {MARGIN} > 2 SE, "
         f"disagree if mean(d) + {MARGIN} < -2 SE, else inconclusive; SE = sd(d) / sqrt(seeds)",
         models={name: models[name] for name in SUBJECTS if name in models},

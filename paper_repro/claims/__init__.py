@@ -1,4 +1,4 @@
-"""The claims ledgers of the four reproduced papers.
+"""The claims ledgers of the four reproduced papers, and of the depth-dynamics studies (``depth_dynamics``).
 
 One TOML ledger per paper (``<paper>.toml`` beside this file) lists every claim of every table and
 figure: where it is, the paper's value, ours, its class (exact, qualitative or not here), its verdict

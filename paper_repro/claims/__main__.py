@@ -1,6 +1,6 @@
 """``python -m paper_repro.claims [PAPER ...] [--check] [--write]``.
 
-Recomputes every claim of the named ledgers (default: all four): exact values from the code,
+Recomputes every claim of the named ledgers (default: all five: the four papers' and depth_dynamics): exact values from the code,
 qualitative verdicts from the recordings, and prints each ledger and the per-paper counts.
 
 * ``--check`` exits with status 1 if a stored entry (ours or verdict) differs from the recomputation,

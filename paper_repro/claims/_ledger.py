@@ -38,7 +38,7 @@ else:  # pragma: no cover - Python 3.10
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]  # the repository
-PAPERS = ("neural_ode_transformer", "transevolve", "evolving_attention", "ot_transformer")
+PAPERS = ("neural_ode_transformer", "transevolve", "evolving_attention", "ot_transformer", "depth_dynamics")
 _REQUIRED = ("id", "where", "claim", "paper", "class", "ours", "verdict")
 _BY_CLASS = {"exact": ("compute",), "qualitative": ("a", "b"), "not here": ("command",)}
 

@@ -34,13 +34,14 @@ Euler step followed by a projection, its LayerNorm ``N``, which the field carrie
 integrate). Attention runs through :func:`torch.nn.functional.scaled_dot_product_attention`,
 causal for the decoders, with Hugging Face's padding mask and (Mistral, Qwen2) sliding window.
 
-**Exactness.** The default solve options (one Lie-Trotter Euler step per block on ``[0, L]``; Euler for a
-parallel field) compute the Hugging Face model's output: ``tests/test_huggingface.py`` asserts a max-abs
-difference <= 1e-10 in float64 and <= 1e-5 in float32 (on outputs of size about 1) for every family, with left
-and right padding, grouped-query attention, tied embeddings and a batch of several sequences. Where Hugging
-Face leaves an output undefined, where a decoder's padded query sees no key (left of the text, or past a
-sliding window), only the real positions are compared; ours are finite there. Other options
-(``method="rk4"``, more ``steps``, an adaptive ``"dopri5"``, ``adjoint="adjoint"``) integrate the same ODE;
+**Exactness.** The default solve options (one Lie-Trotter Euler step per block on ``[0, L]``; Euler for a parallel
+field) compute the Hugging Face model's output: ``tests/test_huggingface.py`` asserts a max-abs difference <= 1e-10
+in float64 and <= 1e-5 in float32 (on outputs of size about 1) for every family, with left and right padding,
+grouped-query attention, tied embeddings and a batch of several sequences. A decoder's padded query that sees no key
+(left of the text, or past a sliding window) gets zero attention weights, as torch's
+``scaled_dot_product_attention`` and so Hugging Face's ``sdpa`` attention give it: every position is compared under
+transformers 5; under transformers 4, whose values there differ, only the positions whose query sees a key. Other
+options (``method="rk4"``, more ``steps``, an adaptive ``"dopri5"``, ``adjoint="adjoint"``) integrate the same ODE;
 ``neuralode_tf.set_solve_options(converted, ...)`` changes them on a converted model, as on any other. The
 conversion reads the blocks through the module classes it knows (:func:`families`, which :func:`register_family`
 extends) and refuses anything else with a ``TypeError`` that names the class.
