@@ -28,6 +28,7 @@ NOTEBOOK_DIRS = ("tutorials", "paper_repro")
 _START, _END = "<!-- claims:start -->", "<!-- claims:end -->"
 _NOTEBOOK_LINK = re.compile(r"\]\(([^)#\s]+\.ipynb)(#[^)\s]*)?\)")
 _LEDGER_LINK = re.compile(r"\]\(paper_repro/claims/(\w+)\.toml\)")
+_LEDGER_PAGES = {"depth_dynamics": "guide/dynamics.md"}  # ledgers without a notebook: the page that explains them
 # A role as mkdocstrings renders it: ``:class:<code>~a.b.C</code>`` or ``:meth:<code>Title &lt;a.b.c&gt;</code>``.
 _ROLE = re.compile(r":(?:class|func|meth|attr|data|mod|exc|obj):<code>(?:([^<&]+?) &lt;)?(~?)([\w.]+)(?:&gt;)?</code>")
 _OBJECT_ID = re.compile(r'id="(neuralode_tf(?:\.\w+)*)"')
@@ -49,7 +50,10 @@ def on_page_markdown(markdown: str, page, config, files: Files) -> str:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     block = readme.split(_START, 1)[1].split(_END, 1)[0].strip()
     here = posixpath.dirname(page.file.src_uri)
-    block = _LEDGER_LINK.sub(lambda m: f"]({posixpath.relpath(f'paper_repro/{m[1]}.ipynb', here or '.')})", block)
+    def target(key: str) -> str:
+        return posixpath.relpath(_LEDGER_PAGES.get(key, f"paper_repro/{key}.ipynb"), here or ".")
+
+    block = _LEDGER_LINK.sub(lambda m: f"]({target(m[1])})", block)
     return markdown.replace("<!-- claims:counts -->", block)
 
 
