@@ -10,17 +10,13 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import check_padding_mask
-from ..continuous import ContinuousDepth
-from ..nn import AttentionBranch, EvolvingAttentionBranch, KVCache, MLPBranch
-from ..numerics import FIXED_GRID_METHODS
+from ..nn import AttentionBranch, KVCache, MLPBranch
+from ._generation import check_cacheable, check_sampling, sample_next
 from ._inputs import check_token_ids, warn_if_dropout_samples
 from .blocks import _evolving_settings, _transformer_sets
 from .stack import _named_field, stack_encoder
 
 __all__ = ["CausalLM"]
-
-_ITERATED = ("implicit_adams", "fixed_adams")
-"""Fixed-grid methods whose corrector iterates until the state converges: their evaluations depend on the state."""
 
 
 class CausalLM(nn.Module):
@@ -179,11 +175,12 @@ class CausalLM(nn.Module):
             return self.norm(self.encoder(x, key_padding_mask=key_padding_mask))
         if key_padding_mask is not None:
             raise ValueError("a kv_cache takes no key_padding_mask: decode unpadded sequences")
-        self._check_cacheable()
+        check_cacheable(self)
         return self._cached_features(tokens, kv_cache)
 
     def _cached_features(self, tokens: Tensor, kv_cache: KVCache, check_range: bool = True) -> Tensor:
-        """:meth:`forward_features` with a cache, once :meth:`_check_cacheable` has passed."""
+        """:meth:`forward_features` with a cache, once :func:`~neuralode_tf.models._generation.check_cacheable` has
+        passed."""
         x = self.embeddings(tokens, kv_cache.length, check_range=check_range)
         with kv_cache.extending(tokens.shape[1]):
             x = self.encoder(x, kv_cache=kv_cache)
@@ -230,16 +227,9 @@ class CausalLM(nn.Module):
         """
         check_token_ids(prompt, "prompt", self.embed.num_embeddings)
         warn_if_dropout_samples(self, "generate()", stacklevel=4)  # (4: past torch.no_grad's wrapper)
-        if prompt.ndim != 2 or not prompt.shape[1]:
-            raise ValueError(f"prompt must be (B, n0) with n0 >= 1, got shape {tuple(prompt.shape)}")
-        if not (isinstance(max_new_tokens, int) and max_new_tokens >= 0):
-            raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
-        if not (isinstance(temperature, (int, float)) and math.isfinite(temperature) and temperature > 0):
-            raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
-        if top_k is not None and not (isinstance(top_k, int) and top_k >= 1):
-            raise ValueError(f"top_k must be None or an integer >= 1, got {top_k!r}")
+        check_sampling(prompt, max_new_tokens, temperature, top_k)
         if cache:
-            self._check_cacheable()
+            check_cacheable(self)
         tokens, kv_cache = prompt, KVCache()
         for _ in range(max_new_tokens):  # the ids were checked above (the prompt) or sampled: not checked again
             window = tokens[:, -self.block_size :]
@@ -250,36 +240,9 @@ class CausalLM(nn.Module):
                     kv_cache.clear()
                 new = tokens[:, -1:] if kv_cache.length else window
                 logits = self.forward_head(self._cached_features(new, kv_cache, check_range=False))
-            tokens = torch.cat([tokens, _sample(logits[:, -1], temperature, top_k, generator)], dim=1)
+            tokens = torch.cat([tokens, sample_next(logits[:, -1], temperature, top_k, generator)], dim=1)
         kv_cache.clear()  # the branches keep it bound until the next forward: free its tensors now
         return tokens
-
-    def _check_cacheable(self) -> None:
-        """Raise ``ValueError`` unless every solve of the model makes a fixed sequence of evaluations."""
-        if any(isinstance(module, EvolvingAttentionBranch) for module in self.modules()):
-            raise ValueError("field='evolving' has no KV cache (its state carries n × n logit maps); use cache=False")
-        for module in (m for m in self.modules() if isinstance(m, ContinuousDepth)):
-            options = module.solve_options
-            method = options["method"]
-            if method not in FIXED_GRID_METHODS or method in _ITERATED:
-                kind = "iterates its corrector to a tolerance" if method in _ITERATED else "is adaptive"
-                raise ValueError(
-                    f"the KV cache needs a fixed sequence of field evaluations, and method {method!r} {kind}: use a "
-                    "fixed-grid Runge-Kutta or splitting method, or cache=False"
-                )
-            if options.get("compile"):
-                raise ValueError("the KV cache is not supported with compile=...: use cache=False")
-            if torch.is_grad_enabled() and options.get("adjoint", "backprop") != "backprop":
-                raise ValueError("a kv_cache under autograd needs adjoint='backprop': the others evaluate again")
-
-
-def _sample(logits: Tensor, temperature: float, top_k: int | None, generator: torch.Generator | None) -> Tensor:
-    """One token per row of ``logits`` ``(B, V)``: from ``softmax(logits / temperature)`` over the ``top_k`` largest."""
-    logits = logits / temperature
-    if top_k is not None and top_k < logits.shape[-1]:
-        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]
-        logits = logits.masked_fill(logits < kth, -math.inf)
-    return torch.multinomial(logits.softmax(-1), 1, generator=generator)
 
 
 def _init_gpt2(parts: list[nn.Module | None], depth: int) -> None:

@@ -7,6 +7,7 @@ import torch
 from torch import Tensor, nn
 
 from ..._checks import check_padding_mask
+from ...nn import KVCache
 from ...nn._empty_rows import SdpaMask, attend, sdpa_mask
 from ...nn.rotary import rotate
 
@@ -88,6 +89,10 @@ class TransformersAttention(nn.Module):
         window: Sliding-window width, or ``None``.
         dropout: Dropout on the attention weights in training mode (the block's own).
 
+    **Key/value cache** (causal attention): with a :class:`~neuralode_tf.nn.KVCache` bound, ``x`` holds the tokens after
+    the ``L`` the cache holds; their rotated keys and values join the call's slot and query ``i`` (position ``L + i``)
+    attends to the keys ``0 .. L + i`` (within the window), as the forward over all tokens does.
+
     Attributes:
         masks: The :class:`AttentionMasks` it takes its mask from (its own, or one shared by a model's blocks).
     """
@@ -113,16 +118,29 @@ class TransformersAttention(nn.Module):
         self.masks = AttentionMasks()
         self._key_padding_mask: Tensor | None = None
         self._rotary: tuple[Tensor, Tensor] | None = None
+        self._kv_cache: KVCache | None = None
 
     def project(self, h: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Queries ``(B, H, n, d_h)``, keys and values ``(B, H_kv, n, d_h)`` of the normalised tokens ``h``."""
         raise NotImplementedError(f"{type(self).__name__} must define project(h) -> (q, k, v)")
 
-    def bind(self, *, key_padding_mask: Tensor | None = None, rotary: tuple[Tensor, Tensor] | None = None) -> None:
-        """Set the per-forward conditioning: ``key_padding_mask`` bool ``(B, n)``, True at padding, and ``rotary``,
+    def bind(
+        self,
+        *,
+        key_padding_mask: Tensor | None = None,
+        rotary: tuple[Tensor, Tensor] | None = None,
+        kv_cache: KVCache | None = None,
+    ) -> None:
+        """Set the per-forward conditioning: ``key_padding_mask`` bool ``(B, n)``, True at padding, ``rotary``,
         the ``(cos, sin)`` of the tokens' positions, each ``(B or 1, n, r)`` (Hugging Face's rotary embedding
-        module's output). :class:`~neuralode_tf.ContinuousDepth` calls it with the keywords of its forward; the
-        attention mask is built at the first evaluation after it, once for all modules sharing :attr:`masks`."""
+        module's output), and a ``kv_cache`` (causal attention, no padding). :class:`~neuralode_tf.ContinuousDepth`
+        calls it with the keywords of its forward; the attention mask is built at the first evaluation after it,
+        once for all modules sharing :attr:`masks`."""
+        if kv_cache is not None and not self.causal:
+            raise ValueError("a KVCache serves causal attention: later tokens would change earlier ones here")
+        if kv_cache is not None and key_padding_mask is not None:
+            raise ValueError("a KVCache takes no padding: decode unpadded sequences")
+        self._kv_cache = kv_cache
         self._key_padding_mask = key_padding_mask
         self._rotary = None if rotary is None else (rotary[0].unsqueeze(-3), rotary[1].unsqueeze(-3))
 
@@ -151,8 +169,12 @@ class TransformersAttention(nn.Module):
         return self.masks.get(self._key_padding_mask, x.shape[-2], x.device, self.causal, self.window)
 
     def forward(self, x: Tensor) -> Tensor:
-        mask = self.attention_mask(x)
         q, k, v = self.qkv(x)
+        if self._kv_cache is None:
+            mask = self.attention_mask(x)
+        else:
+            k, v = self._kv_cache.append(k, v)
+            mask = self._cached_mask(q.shape[-2], k.shape[-2], x.device)
         gqa = {"enable_gqa": True} if self.num_kv_heads != self.num_heads else {}
         out = attend(
             q,
@@ -160,8 +182,19 @@ class TransformersAttention(nn.Module):
             v,
             mask,
             dropout_p=self.dropout if self.training else 0.0,
-            is_causal=self.causal and mask is None,
+            is_causal=self.causal and mask is None and q.shape[-2] == k.shape[-2],
             scale=self.scale,
             **gqa,
         )
         return self.out(out.transpose(-3, -2).flatten(-2))
+
+    def _cached_mask(self, n_q: int, n_k: int, device: torch.device) -> SdpaMask | None:
+        """The mask of the last ``n_q`` of ``n_k`` tokens: query ``i`` sees keys ``j <= n_k - n_q + i`` within the
+        window; ``None`` where it hides no key (one new token before the window is full) or ``is_causal`` says it."""
+        window = self.window if self.window is not None and n_k > self.window else None
+        if (n_q == 1 or n_q == n_k) and window is None:
+            return None
+        i = torch.arange(n_k - n_q, n_k, device=device)[:, None]
+        j = torch.arange(n_k, device=device)[None]
+        allowed = j <= i if window is None else (j <= i) & (i - j < window)
+        return sdpa_mask(allowed[None, None])

@@ -8,7 +8,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .._inputs import check_token_ids
+from ...nn import KVCache
+from .._generation import check_cacheable, check_sampling, sample_next
+from .._inputs import check_token_ids, warn_if_dropout_samples
 from ._attention import AttentionMasks, TransformersAttention
 
 __all__ = ["Family", "ContinuousTransformersModel", "causal_lm_head", "last_token_head"]
@@ -141,6 +143,7 @@ class ContinuousTransformersModel(nn.Module):
         *,
         position_ids: Tensor | None = None,
         token_type_ids: Tensor | None = None,
+        kv_cache: KVCache | None = None,
     ) -> Tensor:
         """``last_hidden_state`` ``(B, n, d)``: embedding, the ODE over the blocks' depth, final norm.
 
@@ -150,8 +153,18 @@ class ContinuousTransformersModel(nn.Module):
             attention_mask: Hugging Face's convention: ``(B, n)``, 1 (or True) at real tokens, 0 at padding.
             position_ids: As the Hugging Face model takes them (default: ``0 .. n-1``, also under left padding).
             token_type_ids: Segment ids, for the families that take them (GPT-2, BERT).
+            kv_cache: A :class:`~neuralode_tf.nn.KVCache` (a decoder, no padding, a fixed-grid solve): ``input_ids``
+                continue the ``kv_cache.length`` tokens it holds, at positions from there on (default), which are
+                not recomputed; the cache grows by ``n``.
         """
         padding = _key_padding_mask(input_ids, attention_mask)
+        if kv_cache is not None:
+            if padding is not None:
+                raise ValueError("a kv_cache takes no padding: decode unpadded sequences")
+            check_cacheable(self)
+            if position_ids is None:
+                start = kv_cache.length
+                position_ids = torch.arange(start, start + input_ids.shape[-1], device=input_ids.device)[None]
         base: Any = self.base  # a transformers PreTrainedModel
         family = self.family
         check_token_ids(input_ids, "input_ids", base.get_input_embeddings().num_embeddings)
@@ -162,7 +175,11 @@ class ContinuousTransformersModel(nn.Module):
         rotary = family.rotary(base, x, position_ids)
         if rotary is not None:
             conditioning["rotary"] = rotary
-        x = self.encoder(x, **conditioning)
+        if kv_cache is None:
+            x = self.encoder(x, **conditioning)
+        else:
+            with kv_cache.extending(input_ids.shape[-1]):
+                x = self.encoder(x, kv_cache=kv_cache, **conditioning)
         norm = family.final_norm(base)
         return x if norm is None else norm(x)
 
@@ -180,11 +197,61 @@ class ContinuousTransformersModel(nn.Module):
         *,
         position_ids: Tensor | None = None,
         token_type_ids: Tensor | None = None,
+        kv_cache: KVCache | None = None,
     ) -> Tensor:
         features = self.forward_features(
-            input_ids, attention_mask, position_ids=position_ids, token_type_ids=token_type_ids
+            input_ids, attention_mask, position_ids=position_ids, token_type_ids=token_type_ids, kv_cache=kv_cache
         )
         return self.forward_head(features, input_ids)
+
+    @torch.no_grad()
+    def generate(
+        self,
+        input_ids: Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        *,
+        cache: bool = True,
+        generator: torch.Generator | None = None,
+    ) -> Tensor:
+        """Sample ``max_new_tokens`` tokens after ``input_ids`` ``(B, n0)`` (unpadded); returns ``(B, n0 +
+        max_new_tokens)``. A ``*ForCausalLM`` model only.
+
+        Each token is drawn from ``softmax(logits / temperature)`` at the last position, restricted to the ``top_k``
+        most likely (``top_k=1``: greedy), with ``generator``. With ``cache=True`` (:class:`~neuralode_tf.nn.KVCache`)
+        each step solves for the new token alone, reading the earlier tokens' keys and values per solver step,
+        stage and block; its logits equal those of recomputing the whole sequence up to rounding (float64: the
+        same tokens, ``tests/test_hf_generate.py``). The cache needs a fixed sequence of evaluations (a fixed-grid
+        method, no ``compile``): otherwise ``cache=True`` raises ``ValueError``; ``cache=False`` works with every
+        solve. No stop token ends a sequence: every row gets ``max_new_tokens`` tokens.
+
+        Raises:
+            TypeError: the model has no causal LM head.
+            ValueError: an id outside the vocabulary, sampling settings out of range, or more tokens than the
+                model's positions (``max_position_embeddings`` / ``n_positions``).
+        """
+        if self.task != "causal_lm":
+            raise TypeError(f"generate() needs a causal LM head; this converted model's task is {self.task!r}")
+        base: Any = self.base
+        check_token_ids(input_ids, "input_ids", base.get_input_embeddings().num_embeddings)
+        check_sampling(input_ids, max_new_tokens, temperature, top_k)
+        config = base.config
+        limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+        if limit is not None and input_ids.shape[1] + max_new_tokens > limit:
+            raise ValueError(
+                f"{input_ids.shape[1]} + {max_new_tokens} tokens exceed the model's {limit} positions"
+            )
+        warn_if_dropout_samples(self, "generate()", stacklevel=4)  # (4: past torch.no_grad's wrapper)
+        if cache:
+            check_cacheable(self)
+        tokens, kv_cache = input_ids, KVCache()
+        for _ in range(max_new_tokens):
+            new = tokens[:, -1:] if cache and kv_cache.length else tokens
+            logits = self(new, kv_cache=kv_cache if cache else None)
+            tokens = torch.cat([tokens, sample_next(logits[:, -1], temperature, top_k, generator)], dim=1)
+        kv_cache.clear()  # the attention keeps it bound until the next forward: free its tensors now
+        return tokens
 
     def extra_repr(self) -> str:
         return f"task={self.task!r}"
