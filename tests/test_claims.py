@@ -168,3 +168,11 @@ def test_depth_dynamics_judges_the_best_candidate_against_the_margin_with_the_pa
             _depth_dynamics.lm_tweets_char_solver()
     finally:
         _depth_dynamics._record.cache_clear()
+
+
+def test_a_tie_without_spread_disagrees_and_with_spread_is_noise():
+    """0/3 against 0/3 diverged runs: no noise hides an effect there, so "a diverges more than b" disagrees."""
+    assert claims.two_standard_errors([0.0, 0.0, 0.0], [0.0, 0.0, 0.0]).verdict == "disagrees"
+    assert claims.two_standard_errors([1.0, 1.0, 1.0], [1.0, 1.0, 1.0], higher_is_better=False).verdict == "disagrees"
+    assert claims.two_standard_errors([0.0, 1.0, 2.0], [1.0, 1.0, 1.0]).verdict == "inconclusive (within noise)"
+    assert claims.two_standard_errors([1e-12, 0.0, 0.0], [0.0, 0.0, 0.0]).verdict == "inconclusive (within noise)"

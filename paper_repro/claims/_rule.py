@@ -7,7 +7,9 @@
   :math:`\\Delta = \\bar a - \\bar b` and its standard error
   :math:`se = \\sqrt{s_a^2 / n_a + s_b^2 / n_b}` (sample variances), the claim **agrees** if
   :math:`\\Delta > 2\\,se`, **disagrees** if :math:`\\Delta < -2\\,se`, and is **inconclusive (within
-  noise)** otherwise. At least three seeds per model are required.
+  noise)** otherwise. With no spread at all (:math:`se = 0`) a tie, :math:`\\Delta = 0`, is no noise: the effect
+  claimed is absent, and the claim **disagrees** (e.g. no run of either model diverged, where the paper has one
+  diverge in every trial). At least three seeds per model are required.
 * A claim that needs the paper's data or hardware is **not here**.
 """
 
@@ -60,7 +62,7 @@ def two_standard_errors(a: Sequence[float], b: Sequence[float], higher_is_better
     standard_error = (statistics.variance(a) / len(a) + statistics.variance(b) / len(b)) ** 0.5
     if difference > 2 * standard_error:
         verdict = AGREES
-    elif difference < -2 * standard_error:
+    elif difference < -2 * standard_error or (standard_error == 0 and difference == 0):
         verdict = DISAGREES
     else:
         verdict = INCONCLUSIVE
