@@ -1,20 +1,20 @@
 """Hugging Face conversion: the converted model against the Hugging Face model it was read from.
 
-**Speed.** GPT-2 and LLaMA (grouped-query attention, 8 heads over 2 key/value heads) at d = 256, 4 blocks,
-batch 4 of 128 tokens, float32, ``eval()``, under ``torch.no_grad()``; Hugging Face with
-``attn_implementation="sdpa"``, the converted model at its default solve (one Lie-Trotter step per block), once
-without a mask and once with an ``attention_mask`` that right-pads half the batch. Both run in one process,
-``--warmup`` untimed calls each, then ``--repeats`` rounds of one forward of each in a shuffled order
-(:func:`benchmarks.harness.rounds`); ``ratio = median(converted) / median(hf)`` and ``paired_ratio``, the
-median of the per-round ratios (:func:`benchmarks.harness.paired_ratios`'s statistic), and ``fastest_ratio``,
-that of the fastest rounds (on a machine that other work slows now and then, the least disturbed). Target:
-ratio <= 1.10.
+**Speed.** GPT-2, LLaMA and Qwen3 (grouped-query attention, 8 heads over 2 key/value heads; Qwen3's per-head
+query/key norms) at d = 256, 4 blocks, batch 4 of 128 tokens, float32, ``eval()``, under ``torch.no_grad()``;
+Hugging Face with ``attn_implementation="sdpa"``, the converted model at its default solve (one Lie-Trotter step per
+block), once without a mask and once with an ``attention_mask`` that right-pads half the batch. Both run in one
+process, ``--warmup`` untimed calls each, then ``--repeats`` rounds of one forward of each in a shuffled order
+(:func:`benchmarks.harness.rounds`); ``ratio = median(converted) / median(hf)`` and ``paired_ratio``, the median of
+the per-round ratios (:func:`benchmarks.harness.paired_ratios`'s statistic), and ``fastest_ratio``, that of the
+fastest rounds (on a machine that other work slows now and then, the least disturbed). Target: ratio <= 1.10.
 
 **Exactness.** Every family of ``neuralode_tf.models.huggingface`` (GPT-2, LLaMA, Mistral with a sliding window,
-Qwen2, GPT-NeoX parallel and sequential, BERT, RoBERTa; their LM heads), d = 64, 2 blocks, 32 tokens, batch 3,
-random weights: the max-abs difference between the converted model's and the Hugging Face model's outputs per
-dtype and padding (none, right, left), with the size of the outputs, over every position (a padded decoder query
-that sees no key, left of the text or past a sliding window, has zero attention weights in both).
+Qwen2, Qwen3 (head size 24 for d = 64 and 4 heads), GPT-NeoX parallel and sequential, BERT, RoBERTa; their LM
+heads), d = 64, 2 blocks, 32 tokens, batch 3, random weights: the max-abs difference between the converted model's
+and the Hugging Face model's outputs per dtype and padding (none, right, left), with the size of the outputs, over
+every position (a padded decoder query that sees no key, left of the text or past a sliding window, has zero
+attention weights in both).
 
 **Output** (``--out``, default ``benchmarks/results/huggingface_cpu.json``): ``date``, ``command``, ``setup``,
 ``targets``, ``rows`` (one per speed case: ``name``, ``config``, ``batch``, ``tokens``, ``masked``, ``rounds``
@@ -49,6 +49,10 @@ SPEED = {
         "LlamaForCausalLM",
         dict(hidden_size=256, intermediate_size=688, num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=2),
     ),
+    "qwen3": (
+        "Qwen3ForCausalLM",
+        dict(hidden_size=256, intermediate_size=688, num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=2),
+    ),
 }
 BATCH, TOKENS, VOCAB = 4, 128, 1000
 SMALL = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4)
@@ -57,6 +61,7 @@ EXACTNESS = {
     "llama": ("LlamaForCausalLM", dict(SMALL, num_key_value_heads=2)),
     "mistral": ("MistralForCausalLM", dict(SMALL, num_key_value_heads=2, sliding_window=8)),
     "qwen2": ("Qwen2ForCausalLM", dict(SMALL, num_key_value_heads=2)),
+    "qwen3": ("Qwen3ForCausalLM", dict(SMALL, num_key_value_heads=2, head_dim=24)),
     "gpt_neox": ("GPTNeoXForCausalLM", dict(SMALL, rotary_pct=0.25)),
     "gpt_neox_sequential": ("GPTNeoXForCausalLM", dict(SMALL, use_parallel_residual=False)),
     "bert": ("BertForMaskedLM", dict(SMALL)),

@@ -20,13 +20,19 @@ FAMILIES = {
         "Qwen2",
         dict(num_key_value_heads=2, use_sliding_window=True, sliding_window=4, max_window_layers=1),
     ),
+    "qwen3": (
+        "Qwen3Config",
+        "Qwen3",
+        dict(num_key_value_heads=2, head_dim=12, use_sliding_window=True, sliding_window=4, max_window_layers=1),
+    ),
     "gpt_neox": ("GPTNeoXConfig", "GPTNeoX", dict(rotary_pct=0.5)),
     "gpt_neox_sequential": ("GPTNeoXConfig", "GPTNeoX", dict(use_parallel_residual=False)),
     "bert": ("BertConfig", "Bert", {}),
     "roberta": ("RobertaConfig", "Roberta", dict(pad_token_id=1)),
 }
 """GQA (2 key/value heads for 4 query heads), tied embeddings (GPT-2, LLaMA, GPT-NeoX's untied), a sliding window
-shorter than the sequence (Mistral on every layer, Qwen2 on layers 1-2), partial rotary (GPT-NeoX)."""
+shorter than the sequence (Mistral on every layer, Qwen2 and Qwen3 on layers 1-2), partial rotary (GPT-NeoX), a
+head size other than d / H (Qwen3: 12 for d = 32 and 4 heads) with per-head query/key norms (Qwen3)."""
 
 ENCODERS = ("bert", "roberta")
 HEADS_OF = {
@@ -82,7 +88,7 @@ def hf_output(hf_model: Any, ids: torch.Tensor, mask: torch.Tensor | None, **kwa
     return out.last_hidden_state if logits is None else logits
 
 
-WINDOW = {"mistral": 4, "qwen2": 4}
+WINDOW = {"mistral": 4, "qwen2": 4, "qwen3": 4}
 
 
 def hf_zeroes_blind_queries() -> bool:

@@ -15,6 +15,7 @@ GPT-2 (``GPT2Model``)           ``x + G(LN_1 x)``, then ``+ F(LN_2 ·)``;       
                                 ``dx/dt = G_m(x) + F_m(x)``, split
 LLaMA, Mistral, Qwen2           the same with RMSNorm, rotary ``q, k``, grouped-query         ``lie_trotter``
                                 attention, SwiGLU ``F``; split
+Qwen3                           as LLaMA, with ``q, k`` RMS-normalised per head; split        ``lie_trotter``
 GPT-NeoX (parallel residual)    ``x + G(LN_1 x) + F(LN_2 x)``: Zhong et al.'s parallel        ``euler``
                                 block, the same ODE as one field (``ParallelField``)
 GPT-NeoX (sequential)           as GPT-2, with partial rotary ``q, k``; split                 ``lie_trotter``
@@ -32,7 +33,7 @@ For the pre-norm families, with ``G_m`` the attention sub-layer (norm inside) an
 Euler step followed by a projection, its LayerNorm ``N``, which the field carries as a part of its own,
 ``N(x) - x``, whose unit Euler step is the projection (:class:`PostNorm` says what other methods then
 integrate). Attention runs through :func:`torch.nn.functional.scaled_dot_product_attention`,
-causal for the decoders, with Hugging Face's padding mask and (Mistral, Qwen2) sliding window.
+causal for the decoders, with Hugging Face's padding mask and (Mistral, Qwen2, Qwen3) sliding window.
 
 **Exactness.** The default solve options (one Lie-Trotter Euler step per block on ``[0, L]``; Euler for a parallel
 field) compute the Hugging Face model's output: ``tests/test_huggingface.py`` asserts a max-abs difference <= 1e-10

@@ -14,6 +14,7 @@ from .evolving import evolving_encoder
 from .gpt2 import GPT2
 from .gpt_neox import GPTNeoX
 from .llama import Llama
+from .qwen3 import Qwen3
 
 __all__ = ["TASKS", "families", "from_transformers", "register_family"]
 
@@ -48,7 +49,7 @@ def families() -> tuple[Family, ...]:
     return tuple(_REGISTRY)
 
 
-for _family in (GPT2(), Llama(), GPTNeoX(), Bert(), Roberta()):
+for _family in (GPT2(), Llama(), Qwen3(), GPTNeoX(), Bert(), Roberta()):
     register_family(_family)
 
 TASKS = {
