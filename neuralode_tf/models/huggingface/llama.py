@@ -71,8 +71,8 @@ class Llama(Family):
     """LLaMA-style decoders: ``LlamaModel``, ``MistralModel``, ``Qwen2Model``, with their ``*ForCausalLM`` and
     ``*ForSequenceClassification``."""
 
-    base_classes = ("LlamaModel", "MistralModel", "Qwen2Model")
-    layer_classes = ("LlamaDecoderLayer", "MistralDecoderLayer", "Qwen2DecoderLayer")
+    base_classes: tuple[str, ...] = ("LlamaModel", "MistralModel", "Qwen2Model")
+    layer_classes: tuple[str, ...] = ("LlamaDecoderLayer", "MistralDecoderLayer", "Qwen2DecoderLayer")
 
     def layers(self, base: Any) -> Sequence[nn.Module]:
         return base.layers[: base.config.num_hidden_layers]

@@ -46,8 +46,8 @@ class _Qwen3Attention(_LlamaAttention):
 class Qwen3(Llama):
     """Qwen3: ``Qwen3Model``, ``Qwen3ForCausalLM``, ``Qwen3ForSequenceClassification``."""
 
-    base_classes: tuple[str, ...] = ("Qwen3Model",)
-    layer_classes: tuple[str, ...] = ("Qwen3DecoderLayer",)
+    base_classes = ("Qwen3Model",)
+    layer_classes = ("Qwen3DecoderLayer",)
 
     def parts(self, layer: Any, config: Any, index: int) -> tuple[nn.Module, ...]:
         return _Qwen3Attention(layer, config), nn.Sequential(layer.post_attention_layernorm, layer.mlp)
