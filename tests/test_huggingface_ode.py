@@ -84,10 +84,11 @@ def test_an_adaptive_solve_of_a_decoder_warns_that_it_is_not_exactly_causal(devi
         converted(inputs("llama", "none", device, batch=1)[0])
 
 
-def test_adjoint_gradients_match_backprop(device):
+@pytest.mark.parametrize("family", ["gpt2", "qwen3"])
+def test_adjoint_gradients_match_backprop(family, device):
     """``adjoint="adjoint"`` (torchdiffeq) integrates the gradient backwards through the Hugging Face parameters."""
-    hf_model = model("gpt2", "base", **two_blocks("gpt2")).to(device)
-    ids, mask = inputs("gpt2", "right", device, batch=2)
+    hf_model = model(family, "base", **two_blocks(family)).to(device)
+    ids, mask = inputs(family, "right", device, batch=2)
     gradients = []
     for adjoint in ("backprop", "adjoint"):
         hf_model.zero_grad(set_to_none=True)
