@@ -16,6 +16,11 @@ GPT-2 (``GPT2Model``)           ``x + G(LN_1 x)``, then ``+ F(LN_2 ·)``;       
 LLaMA, Mistral, Qwen2           the same with RMSNorm, rotary ``q, k``, grouped-query         ``lie_trotter``
                                 attention, SwiGLU ``F``; split
 Qwen3                           as LLaMA, with ``q, k`` RMS-normalised per head; split        ``lie_trotter``
+Mixtral                         Mistral's attention, a routed mixture of experts as ``F``;    ``lie_trotter``
+                                split
+StarCoder2                      pre-LN, GQA, rotary, biases, sliding window; split            ``lie_trotter``
+Falcon (parallel attention)     ``x + G(N_a x) + F(N_f x)``, multi-query or grouped;          ``euler``
+                                parallel (sequential blocks: split, ``lie_trotter``)
 GPT-NeoX (parallel residual)    ``x + G(LN_1 x) + F(LN_2 x)``: Zhong et al.'s parallel        ``euler``
                                 block, the same ODE as one field (``ParallelField``)
 GPT-NeoX (sequential)           as GPT-2, with partial rotary ``q, k``; split                 ``lie_trotter``

@@ -11,10 +11,13 @@ from ..stack import stack_encoder
 from ._model import ContinuousTransformersModel, Family
 from .bert import Bert, Roberta
 from .evolving import evolving_encoder
+from .falcon import Falcon
 from .gpt2 import GPT2
 from .gpt_neox import GPTNeoX
 from .llama import Llama
+from .mixtral import Mixtral
 from .qwen3 import Qwen3
+from .starcoder2 import Starcoder2
 
 __all__ = ["TASKS", "families", "from_transformers", "register_family"]
 
@@ -49,7 +52,7 @@ def families() -> tuple[Family, ...]:
     return tuple(_REGISTRY)
 
 
-for _family in (GPT2(), Llama(), Qwen3(), GPTNeoX(), Bert(), Roberta()):
+for _family in (GPT2(), Llama(), Qwen3(), Mixtral(), Starcoder2(), Falcon(), GPTNeoX(), Bert(), Roberta()):
     register_family(_family)
 
 TASKS = {
