@@ -41,6 +41,9 @@ class Specimen:
         tasks: The heads it has besides the LM head, compared too.
         smooth: Config overrides that make its field smooth for the fitted orders (Mixtral: every expert routed),
             where the config's own has jumps.
+        order_steps: Multiplies the steps per block of the fitted orders (and of their reference) for a stiff
+            field, whose usual steps lie before the asymptotic regime (OPT-350m: its post-LN relaxation ``N(x) - x``
+            acts on un-normalised embeddings of size about 0.02, a Lipschitz constant of about ``1 / σ(x)``).
     """
 
     config_class: str
@@ -56,6 +59,7 @@ class Specimen:
     common: dict[str, str] = dataclasses.field(default_factory=dict)
     tasks: tuple[str, ...] = ("sequence_classification", "base")
     smooth: dict[str, Any] = dataclasses.field(default_factory=dict)
+    order_steps: int = 1
 
     @property
     def lm_task(self) -> str:

@@ -1,5 +1,6 @@
-"""What is particular to Mixtral, StarCoder2 and Falcon (their exactness, heads, gradients and orders are checked
-with every family in ``tests/test_hf_families.py``): Falcon's projection layouts, the dropouts read, the refusals."""
+"""What is particular to Mixtral, StarCoder2, Falcon and OPT (their exactness, heads, gradients and orders are
+checked with every family in ``tests/test_hf_families.py``): Falcon's projection layouts, OPT's positions and post-LN
+blocks, the dropouts read, the refusals."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import torch
 import neuralode_tf
 from neuralode_tf.models import from_transformers
 from neuralode_tf.models import huggingface as hf
-from tests._hf_zoo import config, inputs, model
+from tests._hf_zoo import compared, config, inputs, model
 from tests._huggingface import hf_output, max_diff, transformers
 from tests.test_convergence import fitted_order
 
@@ -59,8 +60,7 @@ def test_unread_variants_raise_type_errors_naming_them(device):
 @pytest.mark.cpu_only("inspects the registry")
 def test_the_families_are_registered():
     names = {name for family in hf.families() for name in family.base_classes}
-    assert {"Starcoder2Model", "MixtralModel", "FalconModel"} <= names
-    assert "OPTModel" not in names  # not read yet: its positions need the attention mask in the embedding
+    assert {"Starcoder2Model", "MixtralModel", "FalconModel", "OPTModel"} <= names
 
 
 def test_top_k_routing_makes_the_field_jump_and_loses_the_orders(device):
@@ -77,3 +77,46 @@ def test_top_k_routing_makes_the_field_jump_and_loses_the_orders(device):
             neuralode_tf.set_solve_options(converted, method="rk4", step_size=1 / n)
             errors.append(max_diff(converted(ids, mask), reference, mask.bool()))
     assert fitted_order([1 / n for n in steps], errors) < 2.0, errors
+
+
+def test_opt_post_norm_blocks_read_like_bert(device):
+    """OPT-350m's post-LN block: attention, ``PostNorm(LN_1)``, MLP, ``PostNorm(LN_2)``; a pre-LN block: two parts."""
+    post = from_transformers(model("opt_post_norm").to(device)).encoder.field.layers[0].parts
+    pre = from_transformers(model("opt").to(device)).encoder.field.layers[0].parts
+    names = [type(part.branch).__name__ for part in post]
+    assert names == ["_OPTAttention", "PostNorm", "Sequential", "PostNorm"] and len(pre) == 2
+
+
+def test_opt_positions_count_the_real_tokens(device):
+    """Left padding shifts OPT's positions (``cumsum(mask) * mask - 1``, offset by 2 in the table): the converted model
+    computes them from the attention mask as Hugging Face does, and given ``position_ids`` win over the mask."""
+    from neuralode_tf.models.huggingface.opt import opt_positions
+
+    hf_model = model("opt").to(device)
+    converted = from_transformers(hf_model)
+    ids, mask = inputs("opt", "left", device)
+    assert torch.equal(opt_positions(mask)[2], torch.tensor([-1] * 6 + [0, 1, 2, 3], device=device))
+    with torch.no_grad():
+        counted = converted(ids, mask)
+        where = compared("opt", mask)
+        assert max_diff(counted, hf_output(hf_model, ids, mask), where) <= 1e-10
+        plain = torch.arange(ids.shape[1], device=device).expand_as(ids)
+        assert max_diff(converted(ids, mask, position_ids=plain), counted) > 1e-3
+        expected = hf_model(input_ids=ids, attention_mask=mask, position_ids=plain).logits
+        assert max_diff(converted(ids, mask, position_ids=plain), expected, where) <= 1e-10
+
+
+def test_opt_reads_the_installed_query_scaling(device):
+    """OPT scales its queries by ``d_h^{-1/2}``; transformers before huggingface/transformers#38290 (4.52.1) scaled the
+    logits once more. The reading follows the installed attention, so both ends of the range are exact (above)."""
+    from neuralode_tf.models.huggingface.opt import _scales_twice
+
+    hf_model = model("opt").to(device)
+    attention = from_transformers(hf_model).encoder.field.layers[0].parts[0].branch
+    twice = _scales_twice(hf_model.model.decoder.layers[0].self_attn)
+    assert attention.scale == (0.125**0.5 if twice else 1.0) and attention.query_scale == 8**-0.5
+
+
+def test_opt_refuses_layerdrop_by_name(device):
+    with pytest.raises(TypeError, match="cannot read OPTDecoderLayer with layerdrop=0.1"):
+        from_transformers(model("opt", layerdrop=0.1).to(device))

@@ -184,11 +184,10 @@ def test_unreadable_models_raise_type_errors_naming_the_class(device):
     lib = transformers()
     with pytest.raises(TypeError, match="not Linear"):
         from_transformers(torch.nn.Linear(2, 2))
-    small = dict(vocab_size=97, hidden_size=16, ffn_dim=32, word_embed_proj_dim=16, num_attention_heads=2)
-    opt = lib.OPTModel(lib.OPTConfig(num_hidden_layers=1, **small))
-    refused = "cannot read OPTModel: its base model OPTModel is none of the registered families' GPT2Model"
+    bloom = lib.BloomModel(lib.BloomConfig(vocab_size=97, hidden_size=16, n_layer=1, n_head=2))
+    refused = "cannot read BloomModel: its base model BloomModel is none of the registered families' GPT2Model"
     with pytest.raises(TypeError, match=refused):
-        from_transformers(opt)
+        from_transformers(bloom)
     with pytest.raises(TypeError, match="cannot read the head of BertForTokenClassification"):
         from_transformers(lib.BertForTokenClassification(model("bert").config))
     with pytest.raises(TypeError, match="cannot read the head of GPT2DoubleHeadsModel"):

@@ -90,6 +90,11 @@ class Family:
                 part.masks = masks
         return self.field(base.config), sets
 
+    def default_positions(self, input_ids: Tensor, attention_mask: Tensor | None) -> Tensor | None:
+        """The positions ``(B, n)`` of tokens given no ``position_ids`` and no cache, or ``None`` for ``0 .. n-1``
+        whatever the padding (Hugging Face's default for most families; OPT counts the real tokens instead)."""
+        return None
+
     def embed(self, base: Any, input_ids: Tensor, position_ids: Tensor | None, token_type_ids: Tensor | None) -> Tensor:
         """The tokens ``x(0)`` ``(B, n, d)``: the base model's embedding, positions and dropout."""
         raise NotImplementedError
@@ -151,7 +156,8 @@ class ContinuousTransformersModel(nn.Module):
             input_ids: Token ids ``(B, n)``, each in ``[0, vocab_size)`` of the input embedding (also at padding, which
                 the embedding reads too), else ``ValueError`` names the id and its position.
             attention_mask: Hugging Face's convention: ``(B, n)``, 1 (or True) at real tokens, 0 at padding.
-            position_ids: As the Hugging Face model takes them (default: ``0 .. n-1``, also under left padding).
+            position_ids: As the Hugging Face model takes them (default: the family's, ``0 .. n-1`` also under left
+                padding for all but OPT, whose positions count the real tokens).
             token_type_ids: Segment ids, for the families that take them (GPT-2, BERT).
             kv_cache: A :class:`~neuralode_tf.nn.KVCache` (a decoder, no padding, a fixed-grid solve): ``input_ids``
                 continue the ``kv_cache.length`` tokens it holds, at positions from there on (default), which are
@@ -165,6 +171,8 @@ class ContinuousTransformersModel(nn.Module):
             if position_ids is None:
                 start = kv_cache.length
                 position_ids = torch.arange(start, start + input_ids.shape[-1], device=input_ids.device)[None]
+        elif position_ids is None:
+            position_ids = self.family.default_positions(input_ids, attention_mask)
         base: Any = self.base  # a transformers PreTrainedModel
         family = self.family
         check_token_ids(input_ids, "input_ids", base.get_input_embeddings().num_embeddings)
@@ -239,9 +247,7 @@ class ContinuousTransformersModel(nn.Module):
         config = base.config
         limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
         if limit is not None and input_ids.shape[1] + max_new_tokens > limit:
-            raise ValueError(
-                f"{input_ids.shape[1]} + {max_new_tokens} tokens exceed the model's {limit} positions"
-            )
+            raise ValueError(f"{input_ids.shape[1]} + {max_new_tokens} tokens exceed the model's {limit} positions")
         warn_if_dropout_samples(self, "generate()", stacklevel=4)  # (4: past torch.no_grad's wrapper)
         if cache:
             check_cacheable(self)

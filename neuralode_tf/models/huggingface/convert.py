@@ -16,6 +16,7 @@ from .gpt2 import GPT2
 from .gpt_neox import GPTNeoX
 from .llama import Llama
 from .mixtral import Mixtral
+from .opt import OPT
 from .qwen3 import Qwen3
 from .starcoder2 import Starcoder2
 
@@ -52,7 +53,7 @@ def families() -> tuple[Family, ...]:
     return tuple(_REGISTRY)
 
 
-for _family in (GPT2(), Llama(), Qwen3(), Mixtral(), Starcoder2(), Falcon(), GPTNeoX(), Bert(), Roberta()):
+for _family in (GPT2(), Llama(), Qwen3(), Mixtral(), Starcoder2(), Falcon(), OPT(), GPTNeoX(), Bert(), Roberta()):
     register_family(_family)
 
 TASKS = {
