@@ -39,8 +39,8 @@ class Specimen:
         float64_overrides: Config overrides for a float64 model (e.g. an eager experts kernel).
         common: Override the common config keywords' names (``{"hidden_size": "n_embd"}``).
         tasks: The heads it has besides the LM head, compared too.
-        smooth: Config overrides that make its field smooth for the fitted orders (Mixtral: every expert routed),
-            where the config's own has jumps.
+        smooth: Config overrides for the fitted orders and the adjoint check where the config's own field has jumps
+            (Mixtral: every expert routed; OPT: GELU for ReLU) or starts stiff (ELECTRA, ALBERT: larger weights).
         order_steps: Multiplies the steps per block of the fitted orders (and of their reference) for a stiff
             field, whose usual steps lie before the asymptotic regime (OPT-350m: its post-LN relaxation ``N(x) - x``
             acts on un-normalised embeddings of size about 0.02, a Lipschitz constant of about ``1 / σ(x)``).

@@ -51,3 +51,39 @@ def test_registering_refuses_what_is_no_family_or_taken(registry):
 
     with pytest.raises(ValueError, match="Empty names no base_classes"):
         hf.register_family(Empty())
+
+    class Undeclared(hf.Family):
+        base_classes = ("SomeModel",)
+        layer_classes = ("SomeLayer",)
+        layers_at = "layers"
+
+    undeclared = "Undeclared declares no embedding_at nor embed\\(\\); no attention and mlp_at nor parts\\(\\)"
+    with pytest.raises(ValueError, match=undeclared):
+        hf.register_family(Undeclared())
+
+
+def test_a_family_declared_by_its_paths_alone_reads_its_models(registry):
+    """LLaMA declared from scratch, attributes only (the docstring's example): the same output as the built-in."""
+    from neuralode_tf.models.huggingface.llama import _LlamaAttention
+
+    class DeclaredLlama(hf.Family):
+        base_classes = ("DeclaredLlamaModel",)
+        layer_classes = ("LlamaDecoderLayer",)
+        layers_at = "layers"
+        attention = _LlamaAttention
+        mlp_at = ("post_attention_layernorm", "mlp")
+        embedding_at = "embed_tokens"
+        final_norm_at = "norm"
+
+    llama = model("llama", "base")
+    declared = type("DeclaredLlamaModel", (type(llama),), {})
+    declared.__module__ = type(llama).__module__
+    ids = torch.randint(2, 90, (2, 6))
+    with torch.no_grad():
+        builtin = from_transformers(llama)(ids)
+        llama.__class__ = declared
+        hf.register_family(DeclaredLlama())
+        converted = from_transformers(llama)
+        assert converted.family is hf.families()[-1]
+        assert (converted(ids) - builtin).abs().max().item() == 0.0
+        assert (builtin - hf_output(llama, ids, None)).abs().max().item() <= 1e-10

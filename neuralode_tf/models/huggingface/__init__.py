@@ -67,8 +67,8 @@ As everywhere in the library, ``steps`` counts the steps over the whole interval
 this package never imports it.
 
 **Evolving attention** (EA-BERT, Wang et al. 2021, §4.2): ``from_transformers(bert, evolving=dict(alpha=0.1,
-beta=0.1, kernel_size=3))`` adds a convolution between consecutive blocks' attention logits to a BERT or RoBERTa
-encoder (:class:`EvolvingTransformersAttention`; the first block stays the checkpoint's), trained with the shared
+beta=0.1, kernel_size=3))`` adds a convolution between consecutive blocks' attention logits to a post-LN encoder
+(BERT, RoBERTa, ELECTRA, DistilBERT, ALBERT) (:class:`EvolvingTransformersAttention`; the first block stays the checkpoint's), trained with the shared
 Hugging Face parameters. The blocks then form an augmented field on tokens and logits ``(x, A)``
 (:class:`EvolvingTransformersStack`, ``dA/dt = L(A, x) - A``), whose default solve is the discrete EA model and
 which other methods and adjoints integrate; with ``alpha = beta = 0`` it is the Hugging Face model exactly

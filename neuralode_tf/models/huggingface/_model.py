@@ -40,38 +40,72 @@ def last_token_head(hf_model: Any, hidden: Tensor, input_ids: Tensor) -> Tensor:
 
 class Family:
     """How one family of Hugging Face models is read: its blocks as the parts of a field, its embedding, its final
-    norm and the heads of its tasks. Subclasses, one per family, override what differs.
+    norm and the heads of its tasks.
+
+    A family is declared by class attributes: where its modules are (dotted paths from the base model or the block)
+    and which attention class reads a block's projections. The methods read the model from them; a family whose
+    blocks need more (a branch built from several modules with a scale, a variant chosen by the config) overrides
+    the method instead. A LLaMA-like family is thus, in full::
+
+        class Llama(Family):
+            base_classes = ("LlamaModel",)
+            layer_classes = ("LlamaDecoderLayer",)
+            layers_at = "layers"
+            attention = _LlamaAttention  # built as _LlamaAttention(layer, config): pre-norm and projections
+            mlp_at = ("post_attention_layernorm", "mlp")
+            embedding_at = "embed_tokens"
+            final_norm_at = "norm"
 
     Attributes:
         base_classes: Class names of the base models it reads (``"LlamaModel"``, ``"MistralModel"``, ...).
         layer_classes: Class names of the blocks it reads (``"LlamaDecoderLayer"``, ...).
+        layers_at: The base model's list of blocks (``"layers"``, ``"h"``, ``"decoder.layers"``).
+        attention: The attention branch of a block, ``attention(layer, config)`` (a
+            :class:`~neuralode_tf.models.huggingface.TransformersAttention`, the block's pre-norm inside).
+        mlp_at: The block's modules that make the MLP branch, applied in this order (its norm, then its MLP).
+        reading: ``"split"`` (one Lie-Trotter step per block: attention, then MLP) or ``"parallel"`` (one Euler step
+            of both branches on the same state, a parallel residual).
+        embedding_at: The base model's token embedding (``x(0) = E[w]``: a family with positions, scaling or dropout
+            there overrides :meth:`embed`).
+        final_norm_at: The norm after the last block (``""``: none, a post-norm family).
         token_type_ids: Whether its embedding takes segment ids.
         heads: Task (``"causal_lm"``, ``"masked_lm"``, ``"sequence_classification"``) -> :data:`Head`.
     """
 
     base_classes: tuple[str, ...] = ()
     layer_classes: tuple[str, ...] = ()
+    layers_at = ""
+    attention: Callable[[Any, Any], nn.Module] | None = None
+    mlp_at: tuple[str, ...] = ()
+    reading = "split"
+    embedding_at = ""
+    final_norm_at = ""
     token_type_ids = False
     heads: Mapping[str, Head] = {"causal_lm": causal_lm_head, "sequence_classification": last_token_head}
 
     def layers(self, base: Any) -> Sequence[nn.Module]:
-        """The base model's blocks, in order."""
-        raise NotImplementedError
+        """The base model's blocks, in order (:attr:`layers_at`)."""
+        return self._declared(base, "layers_at")
 
     def parts(self, layer: Any, config: Any, index: int) -> tuple[nn.Module, ...]:
-        """Block ``index``'s parts, in stepping order (sharing the block's modules).
+        """Block ``index``'s parts, in stepping order (sharing the block's modules): :attr:`attention`, then the
+        modules of :attr:`mlp_at` in sequence.
 
         Raises:
             TypeError: the block has something this reading does not cover, named with its class.
         """
-        raise NotImplementedError
+        if self.attention is None or not self.mlp_at:
+            raise NotImplementedError(f"{type(self).__name__} declares no attention and mlp_at, nor parts()")
+        mlp = [_submodule(layer, path) for path in self.mlp_at]
+        return self.attention(layer, config), mlp[0] if len(mlp) == 1 else nn.Sequential(*mlp)
 
     def field(self, config: Any) -> str:
-        """The reading of the blocks: ``"split"`` (Lie-Trotter) or ``"parallel"`` (Euler)."""
-        return "split"
+        """The reading of the blocks under ``config``: :attr:`reading` (``"split"`` or ``"parallel"``)."""
+        return self.reading
 
-    def blocks(self, base: Any) -> tuple[str, list[tuple[nn.Module, ...]]]:
-        """``(field, sets)``: the reading and each block's :meth:`parts`, in order.
+    def blocks(self, base: Any) -> tuple[str | nn.Module, list[tuple[nn.Module, ...]]]:
+        """``(field, sets)``: the reading (or a field built from the sets, as ALBERT's of its shared layer) and each
+        block's :meth:`parts`, in order.
 
         Raises:
             TypeError: a block that is none of :attr:`layer_classes`, or that :meth:`parts` cannot read.
@@ -96,8 +130,9 @@ class Family:
         return None
 
     def embed(self, base: Any, input_ids: Tensor, position_ids: Tensor | None, token_type_ids: Tensor | None) -> Tensor:
-        """The tokens ``x(0)`` ``(B, n, d)``: the base model's embedding, positions and dropout."""
-        raise NotImplementedError
+        """The tokens ``x(0)`` ``(B, n, d)``: the base model's embedding, positions and dropout (by default the token
+        embedding :attr:`embedding_at` alone)."""
+        return self._declared(base, "embedding_at")(input_ids)
 
     def rotary(self, base: Any, x: Tensor, position_ids: Tensor | None) -> tuple[Tensor, Tensor] | None:
         """``(cos, sin)`` of the tokens' rotary positions from the base model's own rotary module ``rotary_emb``
@@ -110,8 +145,15 @@ class Family:
         return module(x, position_ids)
 
     def final_norm(self, base: Any) -> nn.Module | None:
-        """The norm after the last block (``None`` for a post-norm family)."""
-        return None
+        """The norm after the last block, :attr:`final_norm_at` (``None`` for a post-norm family)."""
+        return _submodule(base, self.final_norm_at) if self.final_norm_at else None
+
+    def _declared(self, base: Any, attribute: str) -> Any:
+        path = getattr(self, attribute)
+        if not path:
+            method = {"layers_at": "layers", "embedding_at": "embed"}[attribute]
+            raise NotImplementedError(f"{type(self).__name__} declares no {attribute}, nor {method}()")
+        return _submodule(base, path)
 
 
 class ContinuousTransformersModel(nn.Module):
@@ -261,6 +303,13 @@ class ContinuousTransformersModel(nn.Module):
 
     def extra_repr(self) -> str:
         return f"task={self.task!r}"
+
+
+def _submodule(root: Any, path: str) -> Any:
+    """``root.a.b`` of the dotted ``path`` ``"a.b"``."""
+    for name in path.split("."):
+        root = getattr(root, name)
+    return root
 
 
 def _key_padding_mask(input_ids: Tensor, attention_mask: Tensor | None) -> Tensor | None:

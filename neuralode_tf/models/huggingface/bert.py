@@ -19,7 +19,7 @@ the queries and keys its logits are made of.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from torch import Tensor, nn
@@ -90,9 +90,7 @@ class Bert(Family):
     layer_classes: tuple[str, ...] = ("BertLayer",)
     token_type_ids = True
     heads: Mapping[str, Head] = {"masked_lm": _masked_lm, "sequence_classification": _pooled_classifier}
-
-    def layers(self, base: Any) -> Sequence[nn.Module]:
-        return base.encoder.layer
+    layers_at = "encoder.layer"
 
     def parts(self, layer: Any, config: Any, index: int) -> tuple[nn.Module, ...]:
         if config.is_decoder or hasattr(layer, "crossattention"):

@@ -9,7 +9,10 @@ from torch import nn
 
 from ..stack import stack_encoder
 from ._model import ContinuousTransformersModel, Family
+from .albert import Albert
 from .bert import Bert, Roberta
+from .distilbert import DistilBert
+from .electra import Electra
 from .evolving import evolving_encoder
 from .falcon import Falcon
 from .gpt2 import GPT2
@@ -34,12 +37,22 @@ def register_family(family: Family) -> Family:
 
     Raises:
         TypeError: ``family`` is no :class:`Family`.
-        ValueError: it names no base class, or one that a registered family reads already (the message names it).
+        ValueError: it names no base class, declares neither where a part of the model is nor the method that reads
+            it (the message names both), or names a base class that a registered family reads already.
     """
     if not isinstance(family, Family):
         raise TypeError(f"register_family takes a Family, got {type(family).__name__}")
     if not family.base_classes or not family.layer_classes:
         raise ValueError(f"{type(family).__name__} names no base_classes or no layer_classes")
+    undeclared = [
+        f"{declared} nor {method}()"
+        for declared, method in (("layers_at", "layers"), ("embedding_at", "embed"))
+        if not getattr(family, declared) and getattr(type(family), method) is getattr(Family, method)
+    ]
+    if (family.attention is None or not family.mlp_at) and type(family).parts is Family.parts:
+        undeclared.append("attention and mlp_at nor parts()")
+    if undeclared:
+        raise ValueError(f"{type(family).__name__} declares no {'; no '.join(undeclared)}")
     for other in _REGISTRY:
         taken = sorted(set(other.base_classes) & set(family.base_classes))
         if taken:
@@ -53,7 +66,21 @@ def families() -> tuple[Family, ...]:
     return tuple(_REGISTRY)
 
 
-for _family in (GPT2(), Llama(), Qwen3(), Mixtral(), Starcoder2(), Falcon(), OPT(), GPTNeoX(), Bert(), Roberta()):
+for _family in (
+    GPT2(),
+    Llama(),
+    Qwen3(),
+    Mixtral(),
+    Starcoder2(),
+    Falcon(),
+    OPT(),
+    GPTNeoX(),
+    Bert(),
+    Roberta(),
+    DistilBert(),
+    Electra(),
+    Albert(),
+):
     register_family(_family)
 
 TASKS = {
@@ -87,10 +114,10 @@ def from_transformers(
             with a head of :data:`TASKS` (returns ``logits``). The converted model starts in its training mode;
             use ``eval()`` (or zero dropout) for solves with several evaluations per step: dropout inside the
             blocks stays.
-        evolving: Add evolving attention (Wang et al. 2021, §4.2: EA-BERT) to a BERT or RoBERTa encoder, e.g.
-            ``evolving=dict(alpha=0.1, beta=0.1, kernel_size=3)``: ``alpha`` weighs the previous block's attention
-            logits and ``beta`` the ``kernel_size × kernel_size`` convolution between consecutive blocks' logits
-            (eq. 4; ``kernel_size`` defaults to 3). The ``L - 1`` new convolutions (the first block has no previous
+        evolving: Add evolving attention (Wang et al. 2021, §4.2: EA-BERT) to a post-LN encoder (BERT, RoBERTa,
+            ELECTRA, DistilBERT, ALBERT), e.g. ``evolving=dict(alpha=0.1, beta=0.1, kernel_size=3)``: ``alpha``
+            weighs the previous block's attention logits and ``beta`` the ``kernel_size × kernel_size`` convolution
+            between consecutive blocks' logits (eq. 4; ``kernel_size`` defaults to 3). The ``L - 1`` new convolutions (the first block has no previous
             map and stays the checkpoint's) are the converted model's only parameters that the Hugging Face model
             lacks, initialised from torch's random state on the model's device and dtype (convert after moving
             it); with ``alpha = beta = 0`` the output is the Hugging Face model's. The ODE state is then
@@ -104,7 +131,7 @@ def from_transformers(
         TypeError: ``hf_model`` is no Hugging Face model, its base model is of no family in :func:`families`, its
             head is of no task in :data:`TASKS` its family has, or a block has what the reading does not cover
             (cross-attention, relative positions); the message names the class. With ``evolving``: a model that
-            is no BERT or RoBERTa encoder, or settings that are no mapping of ``alpha``, ``beta``, ``kernel_size``.
+            is none of those encoders, or settings that are no mapping of ``alpha``, ``beta``, ``kernel_size``.
         ValueError: ``evolving`` values out of range (``alpha``, ``beta`` in ``[0, 1]``, an odd ``kernel_size``),
             or a ``transport_cost`` with them.
     """

@@ -1,5 +1,6 @@
-"""Evolving attention (Wang et al. 2021) added to a converted BERT or RoBERTa encoder, EA-BERT (§4.2), read as an ODE
-on the augmented state ``(x, A)``: :func:`from_transformers` ``(model, evolving=dict(alpha=..., beta=...))``.
+"""Evolving attention (Wang et al. 2021) added to a converted post-LN encoder (BERT, RoBERTa, ELECTRA, DistilBERT,
+ALBERT), EA-BERT (§4.2), read as an ODE on the augmented state ``(x, A)``: :func:`from_transformers` ``(model,
+evolving=dict(alpha=..., beta=...))``.
 
 **The discrete model.** EA-BERT keeps the checkpoint's blocks and adds, between consecutive blocks, an ``H → H``
 ``k × k`` convolution over the heads' attention logit maps (§4.2: initialised randomly, trained jointly with the
@@ -20,6 +21,15 @@ logits ``S_m(x) = s q_m(x) k_m(x)ᵀ`` of its own attention and
 first block is the checkpoint's**: it has no previous map, so it has no convolution and no mixing, as in the
 released code, which skips the rule where there is no previous map; an encoder of ``L`` blocks gains ``L - 1``
 convolutions of ``H² k² + H`` parameters each. With ``α = β = 0`` every block is the checkpoint's, exactly.
+
+**The encoders.** The rule carries block ``m - 1``'s logits into block ``m`` wherever consecutive blocks are
+bidirectional self-attention over the same tokens, as in all five: BERT's blocks (RoBERTa's and ELECTRA's are the same
+modules), DistilBERT's (``q_lin``, ``k_lin``, ``v_lin``, ``out_lin``) and ALBERT's. ALBERT applies ONE shared layer in
+every block; its EA model keeps that layer's parameters shared (every block's queries, keys, values and output
+projection are the same modules) and adds the ``L - 1`` convolutions per block, between consecutive applications of
+the shared layer, as the paper adds one between consecutive blocks: they are the only parameters that differ from
+block to block, so the EA field depends on depth-time through them alone and, unlike ALBERT's own field, jumps at the
+integer times.
 
 **Masks.** Padded tokens never reach a real one: their rows and columns are 0 in the convolution's input, their
 keys ``-inf`` in the softmax after it, and 0 in the carried map (as in
@@ -60,7 +70,9 @@ from ...nn.evolving import evolve_logits
 from ..stack import stack_encoder
 from ._attention import TransformersAttention
 from ._model import Family
+from .albert import Albert
 from .bert import Bert
+from .distilbert import DistilBert
 
 __all__ = ["EvolvingTransformersAttention", "EvolvingTransformersStack", "evolving_encoder"]
 
@@ -78,7 +90,7 @@ class EvolvingTransformersAttention(nn.Module):
 
     Args:
         attention: A bidirectional :class:`~neuralode_tf.models.huggingface.TransformersAttention` with as many
-            key/value heads as query heads (BERT's, RoBERTa's).
+            key/value heads as query heads (BERT's, RoBERTa's, ELECTRA's, DistilBERT's, ALBERT's).
         alpha: ``α ∈ [0, 1]``, the weight of the previous block's logits (the paper's α).
         beta: ``β ∈ [0, 1]``, the weight of the convolution (the paper's β).
         kernel_size: ``k``, odd (the paper uses 3, with 1 and 5 as ablations).
@@ -209,11 +221,14 @@ def evolving_encoder(
     after block, from block 1 on.
 
     Raises:
-        TypeError: ``base`` is no BERT or RoBERTa encoder, or ``evolving`` is no mapping of those keys.
+        TypeError: ``base`` is none of those encoders, or ``evolving`` is no mapping of those keys.
         ValueError: a value out of range, or a ``transport_cost`` (the state carries logit maps).
     """
-    if not isinstance(family, Bert):
-        raise TypeError(f"evolving attention is added to BERT and RoBERTa encoders, not to {type(base).__name__}")
+    if not isinstance(family, (Bert, DistilBert, Albert)):
+        raise TypeError(
+            f"evolving attention is added to BERT and RoBERTa encoders, not to {type(base).__name__} (it reads the "
+            "post-LN encoders BERT, RoBERTa, ELECTRA, DistilBERT and ALBERT)"
+        )
     if not isinstance(evolving, Mapping) or not set(evolving) <= set(_KEYS) or not {"alpha", "beta"} <= set(evolving):
         raise TypeError(
             f"evolving must be a mapping with alpha and beta (and optionally kernel_size), e.g. "

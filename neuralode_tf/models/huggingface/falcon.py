@@ -24,7 +24,6 @@ ALiBi positions (``alibi=True``, Press et al. 2022), whose bias Hugging Face rou
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from torch import Tensor, nn
@@ -107,9 +106,9 @@ class Falcon(Family):
 
     base_classes = ("FalconModel",)
     layer_classes = ("FalconDecoderLayer",)
-
-    def layers(self, base: Any) -> Sequence[nn.Module]:
-        return base.h
+    layers_at = "h"
+    embedding_at = "word_embeddings"
+    final_norm_at = "ln_f"
 
     def parts(self, layer: Any, config: Any, index: int) -> tuple[nn.Module, ...]:
         _check(layer, config)
@@ -121,9 +120,3 @@ class Falcon(Family):
 
     def field(self, config: Any) -> str:
         return "parallel" if _parallel(config) else "split"
-
-    def embed(self, base: Any, input_ids: Tensor, position_ids: Tensor | None, token_type_ids: Tensor | None) -> Tensor:
-        return base.word_embeddings(input_ids)
-
-    def final_norm(self, base: Any) -> nn.Module | None:
-        return base.ln_f

@@ -7,7 +7,6 @@ size 1 of ``dx/dt = G_{⌊t⌋}(x) + F_{⌊t⌋}(x)`` on ``[0, L]``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -51,10 +50,9 @@ class GPT2(Family):
 
     base_classes = ("GPT2Model",)
     layer_classes = ("GPT2Block",)
+    layers_at = "h"
+    final_norm_at = "ln_f"
     token_type_ids = True
-
-    def layers(self, base: Any) -> Sequence[nn.Module]:
-        return base.h
 
     def parts(self, layer: Any, config: Any, index: int) -> tuple[nn.Module, ...]:
         if hasattr(layer, "crossattention"):
@@ -71,6 +69,3 @@ class GPT2(Family):
         if token_type_ids is not None:
             x = x + base.wte(token_type_ids)
         return base.drop(x)
-
-    def final_norm(self, base: Any) -> nn.Module | None:
-        return base.ln_f

@@ -10,7 +10,6 @@ positions ``R`` turn the first ``rotary_pct`` of each head's features (the model
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from torch import Tensor, nn
@@ -51,19 +50,13 @@ class GPTNeoX(Family):
 
     base_classes = ("GPTNeoXModel",)
     layer_classes = ("GPTNeoXLayer",)
-
-    def layers(self, base: Any) -> Sequence[nn.Module]:
-        return base.layers
-
-    def parts(self, layer: Any, config: Any, index: int) -> tuple[nn.Module, ...]:
-        mlp = nn.Sequential(layer.post_attention_layernorm, layer.mlp, layer.post_mlp_dropout)
-        return _NeoXAttention(layer, config), mlp
+    layers_at = "layers"
+    attention = _NeoXAttention
+    mlp_at = ("post_attention_layernorm", "mlp", "post_mlp_dropout")
+    final_norm_at = "final_layer_norm"
 
     def field(self, config: Any) -> str:
         return "parallel" if config.use_parallel_residual else "split"
 
     def embed(self, base: Any, input_ids: Tensor, position_ids: Tensor | None, token_type_ids: Tensor | None) -> Tensor:
         return base.emb_dropout(base.embed_in(input_ids))
-
-    def final_norm(self, base: Any) -> nn.Module | None:
-        return base.final_layer_norm

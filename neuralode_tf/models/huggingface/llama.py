@@ -17,10 +17,9 @@ names, masks key ``j`` of query ``i`` unless ``i - j < window``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-from torch import Tensor, nn
+from torch import Tensor
 
 from ._attention import TransformersAttention, split_heads
 from ._model import Family
@@ -73,15 +72,8 @@ class Llama(Family):
 
     base_classes: tuple[str, ...] = ("LlamaModel", "MistralModel", "Qwen2Model")
     layer_classes: tuple[str, ...] = ("LlamaDecoderLayer", "MistralDecoderLayer", "Qwen2DecoderLayer")
-
-    def layers(self, base: Any) -> Sequence[nn.Module]:
-        return base.layers[: base.config.num_hidden_layers]
-
-    def parts(self, layer: Any, config: Any, index: int) -> tuple[nn.Module, ...]:
-        return _LlamaAttention(layer, config), nn.Sequential(layer.post_attention_layernorm, layer.mlp)
-
-    def embed(self, base: Any, input_ids: Tensor, position_ids: Tensor | None, token_type_ids: Tensor | None) -> Tensor:
-        return base.embed_tokens(input_ids)
-
-    def final_norm(self, base: Any) -> nn.Module | None:
-        return base.norm
+    layers_at = "layers"
+    attention = _LlamaAttention
+    mlp_at = ("post_attention_layernorm", "mlp")
+    embedding_at = "embed_tokens"
+    final_norm_at = "norm"

@@ -26,7 +26,6 @@ is ``P_out(LN_f(x(L)))``: the final norm (pre-LN models) then ``project_out``. D
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -88,9 +87,7 @@ class OPT(Family):
 
     base_classes = ("OPTModel",)
     layer_classes = ("OPTDecoderLayer",)
-
-    def layers(self, base: Any) -> Sequence[nn.Module]:
-        return base.decoder.layers
+    layers_at = "decoder.layers"
 
     def parts(self, layer: Any, config: Any, index: int) -> tuple[nn.Module, ...]:
         if config.layerdrop:

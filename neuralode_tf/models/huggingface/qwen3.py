@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from torch import Tensor, nn
+from torch import Tensor
 
 from ._attention import split_heads
 from .llama import Llama, _LlamaAttention
@@ -48,6 +48,4 @@ class Qwen3(Llama):
 
     base_classes = ("Qwen3Model",)
     layer_classes = ("Qwen3DecoderLayer",)
-
-    def parts(self, layer: Any, config: Any, index: int) -> tuple[nn.Module, ...]:
-        return _Qwen3Attention(layer, config), nn.Sequential(layer.post_attention_layernorm, layer.mlp)
+    attention = _Qwen3Attention

@@ -41,9 +41,7 @@ class Starcoder2(Llama):
 
     base_classes = ("Starcoder2Model",)
     layer_classes = ("Starcoder2DecoderLayer",)
-
-    def parts(self, layer: Any, config: Any, index: int) -> tuple[nn.Module, ...]:
-        return _Starcoder2Attention(layer, config), nn.Sequential(layer.post_attention_layernorm, layer.mlp)
+    attention = _Starcoder2Attention
 
     def embed(self, base: Any, input_ids: Tensor, position_ids: Tensor | None, token_type_ids: Tensor | None) -> Tensor:
         x = base.embed_tokens(input_ids)
