@@ -63,6 +63,12 @@ RECORDING = {"r": dict(path="r.json", stand_in="digits", date="2026-11-24", comm
         ({"recording": "", "samples": ""}, "either `recording` or `samples`"),
         ({"class": "exact", "verdict": "matched"}, r"missing \['compute'\]"),
         ({"class": "not here", "verdict": "not here"}, r"missing \['command'\]"),
+        ({"basis": "stated choice", "choice": "fitted"}, 'basis is "stated choice" on an exact claim'),
+        ({"class": "exact", "verdict": "matched", "compute": "f", "basis": "stated choice"}, "takes both"),
+        ({"measure": "speed"}, 'measure is "accuracy" or "timing"'),
+        ({"measure": "timing"}, "names the paper's `baseline`"),
+        ({"measure": "timing", "baseline": "T", "recording": "", "samples": "f"}, "the recorded file they read"),
+        ({"measure": "timing", "baseline": "T", "recording": "", "samples": "f", "stored": "no.json"}, "`stored`"),
     ],
 )
 def test_malformed_entries_are_refused_with_their_id(changes, message):
@@ -176,3 +182,33 @@ def test_a_tie_without_spread_disagrees_and_with_spread_is_noise():
     assert claims.two_standard_errors([1.0, 1.0, 1.0], [1.0, 1.0, 1.0], higher_is_better=False).verdict == "disagrees"
     assert claims.two_standard_errors([0.0, 1.0, 2.0], [1.0, 1.0, 1.0]).verdict == "inconclusive (within noise)"
     assert claims.two_standard_errors([1e-12, 0.0, 0.0], [0.0, 0.0, 0.0]).verdict == "inconclusive (within noise)"
+
+
+def test_the_tally_counts_stated_choices_and_timings_apart():
+    """A stated choice's match and a timing's verdict fall in their own README columns, and the table says so."""
+    from paper_repro.claims import _report
+
+    entries = [
+        dict(_entry(id="e1", verdict="matched"), **{"class": "exact", "compute": "f"}),
+        dict(
+            _entry(id="e2", verdict="matched"),
+            **{"class": "exact", "compute": "f"},
+            basis="stated choice",
+            choice="a width fitted to the count",
+        ),
+        _entry(id="q1"),
+        _entry(id="t1", measure="timing", baseline="the Transformer"),
+        _entry(id="t2", measure="timing", baseline="the Transformer", verdict="disagrees", paper_source="arXiv v2"),
+    ]
+    ledger = _ledger.parse("paper", {"paper": "P", "reference": "R", "recordings": RECORDING, "claim": entries})
+    counted = {label: n for label, n in _report.counts(ledger).items() if n}
+    assert counted == {
+        "exact matched": 1,
+        "matched by a stated choice": 1,
+        "agrees": 1,
+        "timing agrees": 1,
+        "timing disagrees": 1,
+    }
+    table = _report.table(ledger)
+    assert "exact, by a stated choice: a width fitted to the count" in table
+    assert "qualitative, timing against the Transformer" in table and "1 vs 0 (arXiv v2)" in table

@@ -13,6 +13,15 @@ value as printed), ``class`` and the stored ``ours`` and ``verdict``. By class:
   CI); or on the two lists that the function named by ``samples`` returns.
 * ``not here``: needs the paper's data or hardware; ``command`` is the run that would produce ours.
 
+Flags, counted apart in the README tally (:mod:`._report`):
+
+* ``basis = "stated choice"`` (exact): the match rests on a choice of ours that ``choice`` states (a setting
+  fitted to the paper's number, a convention for what is counted), not on the construction alone.
+* ``measure = "timing"`` (qualitative): a speed claim, judged against the paper's own ``baseline`` (named);
+  ``stored`` is the recorded benchmark file its ``samples`` function reads.
+* ``paper_source``: where the paper value comes from when the seed text does not print it (``"our
+  derivation: ..."``, or another version of the paper); empty means it is printed in the seed text.
+
 :func:`recompute` gives every claim's ``ours`` and verdict from the code and the recordings, so a
 stored entry that the code no longer supports is found by :func:`changed`.
 """
@@ -84,6 +93,12 @@ class Claim:
     metric_b: str = ""  # b's metric, when it is not a's (e.g. one model at two step counts)
     higher_is_better: bool = True
     unit: str = ""  # of a ``samples`` claim's values, e.g. "ms per step"
+    basis: str = ""  # exact: "" (by construction) or "stated choice", with ``choice``
+    choice: str = ""
+    measure: str = "accuracy"  # qualitative: "accuracy" or "timing", with ``baseline``
+    baseline: str = ""
+    stored: str = ""  # the recorded file a ``samples`` function reads (relative to the repository)
+    paper_source: str = ""  # "" = printed in the seed text
 
 
 @dataclass
@@ -125,9 +140,26 @@ def parse(key: str, data: dict) -> Ledger:
             raise LedgerError(f"{where}: a qualitative claim takes either `recording` or `samples`")
         if entry.get("recording") and entry["recording"] not in recordings:
             raise LedgerError(f"{where}: no [recordings.{entry['recording']}]")
+        _check_flags(entry, where)
         seen.add(entry["id"])
         claims.append(Claim(kind=entry.pop("class"), **entry))
     return Ledger(key, data["paper"], data["reference"], claims, recordings)
+
+
+def _check_flags(entry: dict, where: str) -> None:
+    """The flags' own rules: a stated choice says what was chosen, a timing names its baseline and its file."""
+    if entry.get("basis", "") not in ("", "stated choice") or (entry.get("basis") and entry["class"] != "exact"):
+        raise LedgerError(f'{where}: basis is "stated choice" on an exact claim, or absent')
+    if bool(entry.get("basis")) != bool(entry.get("choice")):
+        raise LedgerError(f"{where}: a stated choice takes both `basis` and `choice`")
+    if entry.get("measure", "accuracy") not in ("accuracy", "timing"):
+        raise LedgerError(f'{where}: measure is "accuracy" or "timing", not {entry["measure"]!r}')
+    if entry.get("measure") == "timing":
+        if entry["class"] != "qualitative" or not entry.get("baseline"):
+            raise LedgerError(f"{where}: a timing is a qualitative claim that names the paper's `baseline`")
+        stored = entry.get("stored", "")
+        if entry.get("samples") and not (stored and (ROOT / stored).is_file()):
+            raise LedgerError(f"{where}: a timing's samples name the recorded file they read, `stored`")
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,18 @@ from ._ledger import ROOT, Claim, Ledger, Outcome, changed, recompute_all
 
 COLUMNS = (
     ("exact matched", "exact", _rule.MATCHED),
+    ("matched by a stated choice", "exact", _rule.MATCHED),
     ("exact differs", "exact", _rule.DIFFERS),
     ("agrees", "qualitative", _rule.AGREES),
     ("disagrees", "qualitative", _rule.DISAGREES),
     ("inconclusive", "qualitative", _rule.INCONCLUSIVE),
+    ("timing agrees", "qualitative", _rule.AGREES),
+    ("timing disagrees", "qualitative", _rule.DISAGREES),
+    ("timing inconclusive", "qualitative", _rule.INCONCLUSIVE),
     ("not here", "not here", _rule.NOT_HERE),
 )
+"""The README tally's columns: (label, class, verdict). A claim falls in one: a stated choice's match and a
+timing's verdict count apart from the matches by construction and the accuracy verdicts."""
 README = ROOT / "README.md"
 _START, _END = "<!-- claims:start -->", "<!-- claims:end -->"
 
@@ -30,9 +36,23 @@ def source(ledger: Ledger, claim: Claim) -> str:
     if claim.recording:
         recording = ledger.recordings[claim.recording]
         return f"recorded {recording.date}: `{recording.command}`"
+    if claim.stored:
+        return f"recorded in `{claim.stored}` by `{claim.command}`, read by `{claim.samples}`"
     if claim.samples:
         return f"computed from `{claim.samples}`" + (f": `{claim.command}`" if claim.command else "")
     return f"`{claim.command}`"
+
+
+def _paper(claim: Claim) -> str:
+    return f"{claim.paper} ({claim.paper_source})" if claim.paper_source else claim.paper
+
+
+def _kind(claim: Claim) -> str:
+    if claim.basis:
+        return f"exact, by a stated choice: {claim.choice}"
+    if claim.measure == "timing":
+        return f"qualitative, timing against {claim.baseline}"
+    return claim.kind
 
 
 def table(ledger: Ledger, outcomes: Iterable[Outcome] | None = None) -> str:
@@ -40,16 +60,23 @@ def table(ledger: Ledger, outcomes: Iterable[Outcome] | None = None) -> str:
     rows = ["| id | where | claim | paper | ours | class | verdict | source |", "|---" * 8 + "|"]
     outcomes = list(outcomes) if outcomes is not None else [Outcome(c.ours, c.verdict) for c in ledger.claims]
     for claim, outcome in zip(ledger.claims, outcomes, strict=True):
-        cells = (claim.id, claim.where, claim.claim, claim.paper, outcome.ours, claim.kind, outcome.verdict)
+        cells = (claim.id, claim.where, claim.claim, _paper(claim), outcome.ours, _kind(claim), outcome.verdict)
         rows.append("| " + " | ".join(_cell(c) for c in (*cells, source(ledger, claim))) + " |")
     return "\n".join(rows)
 
 
+def column(claim: Claim) -> str:
+    """The label of the :data:`COLUMNS` column a claim's stored verdict falls in."""
+    if claim.basis and claim.verdict == _rule.MATCHED:
+        return "matched by a stated choice"
+    label = next(label for label, kind, verdict in COLUMNS if (kind, verdict) == (claim.kind, claim.verdict))
+    return f"timing {label}" if claim.measure == "timing" else label
+
+
 def counts(ledger: Ledger) -> dict[str, int]:
     """How many of the ledger's stored verdicts fall in each column of :data:`COLUMNS`."""
-    return {
-        label: sum(c.kind == kind and c.verdict == verdict for c in ledger.claims) for label, kind, verdict in COLUMNS
-    }
+    labels = [column(claim) for claim in ledger.claims]
+    return {label: labels.count(label) for label, _, _ in COLUMNS}
 
 
 def tally(ledger: Ledger, outcomes: Iterable[Outcome]) -> str:
@@ -78,7 +105,10 @@ def notebook_report(ledger: Ledger, live: dict[str, list[dict]] | None = None) -
 
 def summary(ledgers: Iterable[Ledger]) -> str:
     """The per-paper verdict counts, as the README shows them."""
-    rows = ["| paper | claims | " + " | ".join(label for label, _, _ in COLUMNS) + " |", "|---" * 8 + "|"]
+    rows = [
+        "| paper | claims | " + " | ".join(label for label, _, _ in COLUMNS) + " |",
+        "|---" * (len(COLUMNS) + 2) + "|",
+    ]
     for ledger in ledgers:
         n = counts(ledger)
         name = f"[{ledger.paper}](paper_repro/claims/{ledger.key}.toml)"
