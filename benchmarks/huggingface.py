@@ -64,8 +64,21 @@ EXACTNESS = {
     "qwen3": ("Qwen3ForCausalLM", dict(SMALL, num_key_value_heads=2, head_dim=24)),
     "gpt_neox": ("GPTNeoXForCausalLM", dict(SMALL, rotary_pct=0.25)),
     "gpt_neox_sequential": ("GPTNeoXForCausalLM", dict(SMALL, use_parallel_residual=False)),
+    "mixtral": (
+        "MixtralForCausalLM",
+        dict(SMALL, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, experts_implementation="eager"),
+    ),
+    "starcoder2": ("Starcoder2ForCausalLM", dict(SMALL, num_key_value_heads=2, sliding_window=8)),
+    "falcon": ("FalconForCausalLM", dict(SMALL, parallel_attn=True, multi_query=True)),
+    "falcon_grouped": ("FalconForCausalLM", dict(SMALL, new_decoder_architecture=True, num_kv_heads=2)),
+    "falcon_sequential": ("FalconForCausalLM", dict(SMALL, parallel_attn=False, multi_query=False)),
+    "opt": ("OPTForCausalLM", dict(SMALL, ffn_dim=128, word_embed_proj_dim=64)),
+    "opt_post_norm": ("OPTForCausalLM", dict(SMALL, ffn_dim=128, word_embed_proj_dim=48, do_layer_norm_before=False)),
     "bert": ("BertForMaskedLM", dict(SMALL)),
     "roberta": ("RobertaForMaskedLM", dict(SMALL, pad_token_id=1)),
+    "electra": ("ElectraForMaskedLM", dict(SMALL, embedding_size=32)),
+    "albert": ("AlbertForMaskedLM", dict(SMALL, embedding_size=32)),
+    "distilbert": ("DistilBertForMaskedLM", dict(dim=64, hidden_dim=128, n_layers=2, n_heads=4)),
 }
 
 

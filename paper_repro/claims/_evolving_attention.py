@@ -25,6 +25,7 @@ from neuralode_tf.nn import AttentionBranch, EvolvingAttentionBranch
 from neuralode_tf.train import EA_VARIANTS, PRESETS
 
 from ._evolving_costs import non_embedding_parameters, table5_models
+from ._evolving_glue_flops import bert_base_flops, bert_large_flops, roberta_large_flops, t5_base_flops  # noqa: F401
 from ._evolving_resnet import (  # noqa: F401  (Table 1's counts, named by the ledger's compute keys)
     aa_flops,
     aa_parameters,
