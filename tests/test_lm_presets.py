@@ -178,7 +178,9 @@ def test_every_variant_builds_the_model_it_names():
         name: LM_PRESETS["zhong_lm_tweets_char"].build_model(data, overrides)
         for name, overrides in LM_VARIANTS["zhong_lm_tweets_char"].items()
     }
-    assert sorted(zhong) == ["parallel", "parallel_dropout", "sequential", "sequential_dropout"]
+    assert sorted(zhong) == [
+        "parallel", "parallel_dropout", "parallel_dropout_03", "sequential", "sequential_dropout", "sequential_dropout_03"
+    ]  # fmt: skip
     assert len({_parameters(model) for model in zhong.values()}) == 1  # same parameters, other layers
     layers = [
         (type(zhong[name].encoder.field.layers[0]).__name__, zhong[name].encoder.solve_options["method"])
@@ -186,6 +188,7 @@ def test_every_variant_builds_the_model_it_names():
     ]
     assert layers == [("SplitField", "lie_trotter"), ("ParallelField", "euler")]  # eqs. 1-2 and eq. 4
     assert zhong["parallel_dropout"].drop.p == 0.1 and zhong["parallel"].drop.p == 0.0
+    assert zhong["sequential_dropout_03"].drop.p == zhong["parallel_dropout_03"].drop.p == 0.3
     assert all(VARIANTS[name] == LM_VARIANTS[name] for name in LM_VARIANTS)
     with pytest.raises(ValueError, match="unknown variant 'gpt'; valid: baseline, ot, ot_unregularized"):
         LM_PRESETS["lm_tweets_char"].build_model(data, {"variant": "gpt"})

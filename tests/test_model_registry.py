@@ -229,7 +229,7 @@ _LM_MODELS = {  # (preset, variant) -> the explicit CausalLM settings besides vo
     **{
         ("zhong_lm_tweets_char", f"{layer}{suffix}"): dict(_CHAR_SMALL, field=field, dropout=dropout)
         for layer, field in (("sequential", "split"), ("parallel", "parallel"))
-        for suffix, dropout in (("", 0.0), ("_dropout", 0.1))
+        for suffix, dropout in (("", 0.0), ("_dropout", 0.1), ("_dropout_03", 0.3))
     },
 }  # fmt: skip
 

@@ -15,7 +15,7 @@ written at the end of each epoch (``metrics.csv``) and of the run (``metrics.jso
   windows of 1,024 GPT-2 tokens, lr 6e-4, 2,000 warm-up steps; GPU scale).
 * **Reduced** presets on the offline character corpus ``tweets_char``, minutes on 2 CPU cores: ``lm_tweets_char``
   (nanoGPT baseline, OT-Transformer, and without its transport cost; the ``_small`` registry models) and
-  ``zhong_lm_tweets_char`` (sequential against parallel blocks, dropout 0 and 0.1).
+  ``zhong_lm_tweets_char`` (sequential against parallel blocks, dropout 0, 0.1 and 0.3).
 
 Every LM preset clips the gradient norm at 1.0, as the released nanoGPT code does. With ``grad_accumulation``
 the loss *and* the transport cost are divided by the number of micro-batches (the released code divides only the
@@ -55,10 +55,11 @@ _OT_GPT2: Family = {
 _ZHONG: Family = {
     f"{layer}{suffix}": ("nanogpt_char_small", {"field": field, "dropout": dropout})
     for layer, field in (("sequential", "split"), ("parallel", "parallel"))
-    for suffix, dropout in (("", 0.0), ("_dropout", 0.1))
+    for suffix, dropout in (("", 0.0), ("_dropout", 0.1), ("_dropout_03", 0.3))
 }
 """Zhong et al. (2022), Table 4: the sequential (pre-norm GPT, the ``split`` reading, Lie-Trotter) and the parallel
-(``x + attn(LN x) + mlp(LN x)``, Euler) layer, each with dropout 0 and 0.1, on ``nanogpt_char_small``'s blocks."""
+(``x + attn(LN x) + mlp(LN x)``, Euler) layer, each with dropout 0, 0.1 (``_dropout``) and 0.3 (``_dropout_03``),
+on ``nanogpt_char_small``'s blocks."""
 
 
 def _lm(data: Splits) -> dict[str, Any]:
@@ -151,8 +152,8 @@ LM_PRESETS: dict[str, Preset] = {
         **_TWEETS,
     ),
     "zhong_lm_tweets_char": make_preset(
-        "Zhong et al. Table 4 reduced: sequential vs parallel GPT layers (d=96, 3 layers), dropout 0 / 0.1, on the "
-        "tweets' characters; variants sequential, parallel, sequential_dropout, parallel_dropout",
+        "Zhong et al. Table 4 reduced: sequential vs parallel GPT layers (d=96, 3 layers), dropout 0 / 0.1 / 0.3, on "
+        "the tweets' characters; variants sequential, parallel, *_dropout (0.1), *_dropout_03 (0.3)",
         "tweets_char",
         _causal_lm(_ZHONG, "parallel"),
         "zhong_lm_tweets_char",
@@ -170,4 +171,4 @@ LM_VARIANTS: dict[str, dict[str, dict[str, Any]]] = {
 }
 """The models each LM preset compares, as ``model.variant`` overrides (``neuralode-tf compare PRESET``):
 ``baseline`` (nanoGPT), ``ot`` (the OT-Transformer) and ``ot_unregularized`` (the same with ``λ = 0``); for
-``zhong_lm_tweets_char`` the sequential and parallel layers without and with dropout 0.1."""
+``zhong_lm_tweets_char`` the sequential and parallel layers with dropout 0, 0.1 and 0.3."""
