@@ -41,6 +41,12 @@ class Specimen:
         tasks: The heads it has besides the LM head, compared too.
         smooth: Config overrides for the fitted orders and the adjoint check where the config's own field has jumps
             (Mixtral: every expert routed; OPT: GELU for ReLU) or starts stiff (ELECTRA, ALBERT: larger weights).
+        rounding_floor: A float32 rounding inside the blocks of a float64 model (Gemma's norms compute in float32),
+            below which errors cannot fall: the fitted orders leave out RK4, whose errors reach it.
+        eager_blind: Hugging Face runs it with its eager attention under transformers 5 (Gemma 2), which gives a
+            query that sees no key the mean of the values in float32 and NaN in float64 (its mask minimum becomes
+            ``-inf`` in its float32 softmax, and the NaN spreads through the row by ``0 · NaN``): the comparisons
+            leave out such queries as under transformers 4, and in float64 the sequences that hold one.
         order_steps: Multiplies the steps per block of the fitted orders (and of their reference) for a stiff
             field, whose usual steps lie before the asymptotic regime (OPT-350m: its post-LN relaxation ``N(x) - x``
             acts on un-normalised embeddings of size about 0.02, a Lipschitz constant of about ``1 / σ(x)``).
@@ -60,6 +66,8 @@ class Specimen:
     tasks: tuple[str, ...] = ("sequence_classification", "base")
     smooth: dict[str, Any] = dataclasses.field(default_factory=dict)
     order_steps: int = 1
+    rounding_floor: bool = False
+    eager_blind: bool = False
 
     @property
     def lm_task(self) -> str:
@@ -139,12 +147,13 @@ def inputs(name: str, padding: str, device: torch.device, batch: int = 3) -> tup
     return ids.masked_fill(~real, ZOO[name].pad).to(device), real.long().to(device)
 
 
-def compared(name: str, mask: torch.Tensor | None) -> torch.Tensor | None:
+def compared(name: str, mask: torch.Tensor | None, dtype: torch.dtype = torch.float32) -> torch.Tensor | None:
     """Positions ``(B, n)`` compared: all (``None``) under transformers 5, else those whose query sees a real key
-    (causally and within the sliding window for a decoder): transformers 4 gives a query that sees none other values."""
-    if mask is None or hf_zeroes_blind_queries():
-        return None
+    (causally and within the sliding window for a decoder): transformers 4 gives a query that sees none other values,
+    and so does transformers 5's eager attention (``Specimen.eager_blind``: in float64 the whole sequence)."""
     specimen = ZOO[name]
+    if mask is None or (hf_zeroes_blind_queries() and not specimen.eager_blind):
+        return None
     n = mask.shape[-1]
     i = torch.arange(n, device=mask.device)
     allowed = torch.ones(n, n, dtype=torch.bool, device=mask.device)
@@ -152,4 +161,7 @@ def compared(name: str, mask: torch.Tensor | None) -> torch.Tensor | None:
         allowed = i[:, None] >= i[None, :]
     if specimen.window is not None:
         allowed = allowed & (i[:, None] - i[None, :] < specimen.window)
-    return (allowed[None] & mask.bool()[:, None, :]).any(-1)
+    seen = (allowed[None] & mask.bool()[:, None, :]).any(-1)
+    if specimen.eager_blind and dtype == torch.float64 and hf_zeroes_blind_queries():
+        return seen & seen.all(-1, keepdim=True)
+    return seen

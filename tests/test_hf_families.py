@@ -40,7 +40,7 @@ def test_the_default_solve_is_the_hf_model(name, padding, dtype, device):
     expected, got = _both(hf_model, ids, mask)
     assert got.shape == expected.shape and got.dtype == dtype and torch.isfinite(got).all()
     tolerance = ZOO[name].float64 if dtype == torch.float64 else FLOAT32
-    assert max_diff(got, expected, compared(name, mask)) <= tolerance
+    assert max_diff(got, expected, compared(name, mask, dtype)) <= tolerance
 
 
 @pytest.mark.parametrize("padding", ["right", "left"])
@@ -52,7 +52,9 @@ def test_heads_and_base_models(name, task, padding, device):
     ids, mask = inputs(name, padding, device)
     expected, got = _both(hf_model, ids, mask)
     assert got.shape == expected.shape
-    where = compared(name, mask) if task == "base" else None
+    where = compared(name, mask, torch.float64)
+    if task != "base":  # a pooled head: every sequence, or (eager_blind) those whose every position is compared
+        where = where.all(-1) if where is not None and ZOO[name].eager_blind else None
     assert max_diff(got, expected, where) <= ZOO[name].float64
 
 
@@ -74,10 +76,10 @@ def test_parameters_are_shared_not_copied(name, device):
 @pytest.mark.parametrize("name", NAMES)
 def test_gradients_flow_into_the_hf_parameters(name, device):
     """Backpropagating through the converted model gives the Hugging Face model's own gradients (of the positions
-    compared in the forward)."""
+    compared in the forward; without padding where Hugging Face's padded float64 output has NaN, eager_blind)."""
     hf_model = model(name).to(device)
-    ids, mask = inputs(name, "right", device)
-    where = compared(name, mask)
+    ids, mask = inputs(name, "none" if ZOO[name].eager_blind else "right", device)
+    where = compared(name, mask, torch.float64)
     weight = 1.0 if where is None else where[..., None].double()
     (hf_output(hf_model, ids, mask) * weight).square().sum().backward()
     expected = {key: p.grad.clone() for key, p in hf_model.named_parameters() if p.grad is not None}
@@ -121,7 +123,12 @@ _ORDERS = {
 
 @pytest.mark.parametrize(
     ("name", "method", "substep", "order", "steps"),
-    [(name, *case) for name in NAMES for case in _ORDERS[ZOO[name].reading] if ZOO[name].float64 <= 1e-10],
+    [
+        (name, *case)
+        for name in NAMES
+        for case in _ORDERS[ZOO[name].reading]
+        if not (ZOO[name].rounding_floor and case[0] == "rk4")
+    ],
 )
 def test_more_steps_per_block_converge_at_the_method_order(name, method, substep, order, steps, device):
     """Fitted order of the error against rk4 with 64 steps per block (float64 base models of two blocks):

@@ -24,8 +24,14 @@ Falcon (parallel attention)     ``x + G(N_a x) + F(N_f x)``, multi-query or grou
 GPT-NeoX (parallel residual)    ``x + G(LN_1 x) + F(LN_2 x)``: Zhong et al.'s parallel        ``euler``
                                 block, the same ODE as one field (``ParallelField``)
 GPT-NeoX (sequential)           as GPT-2, with partial rotary ``q, k``; split                 ``lie_trotter``
-BERT, RoBERTa                   ``N_2(x' + F(x'))``, ``x' = N_1(x + G(x))``: a projected      ``lie_trotter``
+OPT                             pre-LN as GPT-2, learned positions counted from the           ``lie_trotter``
+                                attention mask (offset 2); OPT-350m post-LN as BERT; split
+BERT, RoBERTa, ELECTRA          ``N_2(x' + F(x'))``, ``x' = N_1(x + G(x))``: a projected      ``lie_trotter``
                                 Euler step; ``dx/dt = G + (N_1 - I) + F + (N_2 - I)``
+                                (ELECTRA: a projected factorised embedding)
+DistilBERT                      BERT's post-LN block, its own projections; split              ``lie_trotter``
+ALBERT                          BERT's post-LN block, one layer shared by every block:        ``lie_trotter``
+                                an autonomous field; factorised embedding
 ==============================  ==========================================================  =================
 
 For the pre-norm families, with ``G_m`` the attention sub-layer (norm inside) and ``F_m`` the MLP sub-layer,
@@ -68,8 +74,9 @@ this package never imports it.
 
 **Evolving attention** (EA-BERT, Wang et al. 2021, §4.2): ``from_transformers(bert, evolving=dict(alpha=0.1,
 beta=0.1, kernel_size=3))`` adds a convolution between consecutive blocks' attention logits to a post-LN encoder
-(BERT, RoBERTa, ELECTRA, DistilBERT, ALBERT) (:class:`EvolvingTransformersAttention`; the first block stays the checkpoint's), trained with the shared
-Hugging Face parameters. The blocks then form an augmented field on tokens and logits ``(x, A)``
+(BERT, RoBERTa, ELECTRA, DistilBERT, ALBERT; :class:`EvolvingTransformersAttention`; the first block stays the
+checkpoint's), trained with the shared Hugging Face parameters. The blocks then form an augmented field on tokens
+and logits ``(x, A)``
 (:class:`EvolvingTransformersStack`, ``dA/dt = L(A, x) - A``), whose default solve is the discrete EA model and
 which other methods and adjoints integrate; with ``alpha = beta = 0`` it is the Hugging Face model exactly
 (``tests/test_ea_bert.py``).

@@ -88,6 +88,12 @@ class TransformersAttention(nn.Module):
         causal: Mask the keys after each query (decoders).
         window: Sliding-window width, or ``None``.
         dropout: Dropout on the attention weights in training mode (the block's own).
+        softcap: ``c`` of attention-logit soft-capping (Gemma 2), or ``None``: the logits ``s R(q) R(k)ᵀ`` become
+            ``c tanh(logits / c)`` before the mask and the softmax. ``scaled_dot_product_attention`` cannot cap, so
+            with it the attention is computed explicitly (logits, cap, mask, softmax, dropout, times ``v``, in the
+            tokens' dtype; the query heads of one key/value head in one matrix product, without copying keys or
+            values per query head), under the same masks, KV cache included; a query that may see no key still gets
+            all-zero weights.
 
     **Key/value cache** (causal attention): with a :class:`~neuralode_tf.nn.KVCache` bound, ``x`` holds the tokens after
     the ``L`` the cache holds; their rotated keys and values join the call's slot and query ``i`` (position ``L + i``)
@@ -109,12 +115,14 @@ class TransformersAttention(nn.Module):
         causal: bool,
         window: int | None = None,
         dropout: float = 0.0,
+        softcap: float | None = None,
     ):
         super().__init__()
         self.norm = norm if norm is not None else nn.Identity()
         self.out = out
         self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
         self.scale, self.causal, self.window, self.dropout = scale, causal, window, dropout
+        self.softcap = softcap
         self.masks = AttentionMasks()
         self._key_padding_mask: Tensor | None = None
         self._rotary: tuple[Tensor, Tensor] | None = None
@@ -175,18 +183,34 @@ class TransformersAttention(nn.Module):
         else:
             k, v = self._kv_cache.append(k, v)
             mask = self._cached_mask(q.shape[-2], k.shape[-2], x.device)
-        gqa = {"enable_gqa": True} if self.num_kv_heads != self.num_heads else {}
-        out = attend(
-            q,
-            k,
-            v,
-            mask,
-            dropout_p=self.dropout if self.training else 0.0,
-            is_causal=self.causal and mask is None and q.shape[-2] == k.shape[-2],
-            scale=self.scale,
-            **gqa,
-        )
+        dropout = self.dropout if self.training else 0.0
+        if self.softcap is not None:
+            out = self._capped_attention(q, k, v, mask, dropout, self.softcap)
+        else:
+            gqa = {"enable_gqa": True} if self.num_kv_heads != self.num_heads else {}
+            is_causal = self.causal and mask is None and q.shape[-2] == k.shape[-2]
+            out = attend(q, k, v, mask, dropout_p=dropout, is_causal=is_causal, scale=self.scale, **gqa)
         return self.out(out.transpose(-3, -2).flatten(-2))
+
+    def _capped_attention(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: SdpaMask | None, dropout: float, cap: float
+    ) -> Tensor:
+        """``softmax(c tanh(s q kᵀ / c) + M) v`` ``(B, H, n_q, d_h)``, the ``G = H / H_kv`` query heads of a key/value
+        head stacked along the queries (``(B, H_kv, G n_q, d_h)``) so that keys and values are read in place."""
+        batch, heads, n_q, head_dim = q.shape
+        n_k = k.shape[-2]
+        logits = (q.reshape(batch, k.shape[-3], -1, head_dim) @ k.transpose(-2, -1)).mul_(self.scale).div_(cap)
+        logits = (torch.tanh(logits) * cap).unflatten(-2, (-1, n_q))  # (B, H_kv, G, n_q, n_k)
+        if mask is not None:
+            logits.masked_fill_(~mask.allowed.unsqueeze(-3), -torch.inf)
+        elif self.causal and n_q > 1:
+            later = torch.ones(n_q, n_k, dtype=torch.bool, device=q.device).triu_(n_k - n_q + 1)
+            logits.masked_fill_(later, -torch.inf)
+        weights = logits.softmax(-1)
+        if dropout:
+            weights = nn.functional.dropout(weights, dropout)
+        out = (weights.flatten(-3, -2) @ v).view(batch, heads, n_q, head_dim)
+        return out if mask is None else out.masked_fill_(mask.blind, 0.0)
 
     def _cached_mask(self, n_q: int, n_k: int, device: torch.device) -> SdpaMask | None:
         """The mask of the last ``n_q`` of ``n_k`` tokens: query ``i`` sees keys ``j <= n_k - n_q + i`` within the

@@ -15,6 +15,7 @@ from .distilbert import DistilBert
 from .electra import Electra
 from .evolving import evolving_encoder
 from .falcon import Falcon
+from .gemma import Gemma, Gemma2
 from .gpt2 import GPT2
 from .gpt_neox import GPTNeoX
 from .llama import Llama
@@ -70,6 +71,8 @@ for _family in (
     GPT2(),
     Llama(),
     Qwen3(),
+    Gemma(),
+    Gemma2(),
     Mixtral(),
     Starcoder2(),
     Falcon(),
@@ -117,12 +120,12 @@ def from_transformers(
         evolving: Add evolving attention (Wang et al. 2021, §4.2: EA-BERT) to a post-LN encoder (BERT, RoBERTa,
             ELECTRA, DistilBERT, ALBERT), e.g. ``evolving=dict(alpha=0.1, beta=0.1, kernel_size=3)``: ``alpha``
             weighs the previous block's attention logits and ``beta`` the ``kernel_size × kernel_size`` convolution
-            between consecutive blocks' logits (eq. 4; ``kernel_size`` defaults to 3). The ``L - 1`` new convolutions (the first block has no previous
-            map and stays the checkpoint's) are the converted model's only parameters that the Hugging Face model
-            lacks, initialised from torch's random state on the model's device and dtype (convert after moving
-            it); with ``alpha = beta = 0`` the output is the Hugging Face model's. The ODE state is then
-            ``(x, A)``, tokens and carried logits (:mod:`neuralode_tf.models.huggingface.evolving`); the default
-            solve is the discrete EA model.
+            between consecutive blocks' logits (eq. 4; ``kernel_size`` defaults to 3). The ``L - 1`` new
+            convolutions (the first block has no previous map and stays the checkpoint's) are the converted model's
+            only parameters that the Hugging Face model lacks, initialised from torch's random state on the model's
+            device and dtype (convert after moving it); with ``alpha = beta = 0`` the output is the Hugging Face
+            model's. The ODE state is then ``(x, A)``, tokens and carried logits
+            (:mod:`neuralode_tf.models.huggingface.evolving`); the default solve is the discrete EA model.
         **solve_options: Settings of :func:`~neuralode_tf.models.stack_encoder`: ``method``, ``steps`` /
             ``step_size`` (over ``[0, L]``: ``steps=4 * L`` is four per block), ``adjoint``, ``backend``,
             ``rtol``, ``atol``, ..., and ``t1``, ``transport_cost``.
