@@ -53,6 +53,18 @@ SPEED = {
         "Qwen3ForCausalLM",
         dict(hidden_size=256, intermediate_size=688, num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=2),
     ),
+    "gemma2": (
+        "Gemma2ForCausalLM",
+        dict(
+            hidden_size=256,
+            intermediate_size=688,
+            num_hidden_layers=4,
+            num_attention_heads=8,
+            num_key_value_heads=2,
+            head_dim=32,
+            attn_implementation="eager",  # what transformers 5 runs it with: sdpa cannot cap the logits
+        ),
+    ),
 }
 BATCH, TOKENS, VOCAB = 4, 128, 1000
 SMALL = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4)

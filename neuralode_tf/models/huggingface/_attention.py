@@ -199,8 +199,9 @@ class TransformersAttention(nn.Module):
         head stacked along the queries (``(B, H_kv, G n_q, d_h)``) so that keys and values are read in place."""
         batch, heads, n_q, head_dim = q.shape
         n_k = k.shape[-2]
-        logits = (q.reshape(batch, k.shape[-3], -1, head_dim) @ k.transpose(-2, -1)).mul_(self.scale).div_(cap)
-        logits = (torch.tanh(logits) * cap).unflatten(-2, (-1, n_q))  # (B, H_kv, G, n_q, n_k)
+        logits = (q.reshape(batch, k.shape[-3], -1, head_dim) @ k.transpose(-2, -1)).mul_(self.scale / cap).tanh()
+        # c tanh(.) in place where no gradient needs tanh's output kept
+        logits = (logits * cap if logits.requires_grad else logits.mul_(cap)).unflatten(-2, (-1, n_q))
         if mask is not None:
             logits.masked_fill_(~mask.allowed.unsqueeze(-3), -torch.inf)
         elif self.causal and n_q > 1:
