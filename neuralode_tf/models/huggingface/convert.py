@@ -21,7 +21,9 @@ from .gpt_neox import GPTNeoX
 from .llama import Llama
 from .mixtral import Mixtral
 from .opt import OPT
+from .phi import Phi, Phi3
 from .qwen3 import Qwen3
+from .stablelm import StableLm
 from .starcoder2 import Starcoder2
 
 __all__ = ["TASKS", "families", "from_transformers", "register_family"]
@@ -78,6 +80,9 @@ for _family in (
     Falcon(),
     OPT(),
     GPTNeoX(),
+    Phi(),
+    Phi3(),
+    StableLm(),
     Bert(),
     Roberta(),
     DistilBert(),
