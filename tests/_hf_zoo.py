@@ -124,8 +124,11 @@ def model(name: str, task: str | None = None, *, dtype: torch.dtype = torch.floa
     if dtype == torch.float64:
         overrides = {**specimen.float64_overrides, **overrides}
     cfg = config(name, **overrides)
+    class_name = specimen.prefix + CLASS_SUFFIX[task or specimen.lm_task]
+    if not hasattr(transformers(), class_name):
+        pytest.skip(f"{class_name} is not in transformers {transformers().__version__}")
     torch.manual_seed(0)
-    hf_class = getattr(transformers(), specimen.prefix + CLASS_SUFFIX[task or specimen.lm_task])
+    hf_class = getattr(transformers(), class_name)
     return hf_class(cfg).to(dtype).eval()
 
 

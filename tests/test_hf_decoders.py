@@ -1,4 +1,4 @@
-"""What is particular to Mixtral, StarCoder2, Falcon and OPT (their exactness, heads, gradients and orders are
+"""What is particular to Mixtral, StarCoder2, Falcon, OPT and OLMo (their exactness, heads, gradients and orders are
 checked with every family in ``tests/test_hf_families.py``): Falcon's projection layouts, OPT's positions and post-LN
 blocks, the dropouts read, the refusals."""
 
@@ -120,3 +120,22 @@ def test_opt_reads_the_installed_query_scaling(device):
 def test_opt_refuses_layerdrop_by_name(device):
     with pytest.raises(TypeError, match="cannot read OPTDecoderLayer with layerdrop=0.1"):
         from_transformers(model("opt", layerdrop=0.1).to(device))
+
+
+def test_olmo_clips_its_projections_and_olmo2_normalises_its_branch_outputs(device):
+    """The zoo's OLMo clips at 0.05 a projection whose values reach past it (so the clip bites, and the exact match
+    covers it); OLMo 2's attention has no pre-norm, and its branches end in their norms."""
+    hf_model = model("olmo", "base").to(device)
+    attention = from_transformers(hf_model).encoder.field.layers[0].parts[0].branch
+    ids = inputs("olmo", "none", device)[0]
+    with torch.no_grad():
+        h = attention.norm(hf_model.embed_tokens(ids))
+        assert attention.clip == 0.05 and float(attention.q_proj(h).abs().max()) > 0.1
+        unclipped = model("olmo", "base", clip_qkv=None).to(device)
+        assert max_diff(hf_output(hf_model, ids, None), hf_output(unclipped, ids, None)) > 1e-3
+    olmo2 = model("olmo2", "base").to(device)
+    parts = from_transformers(olmo2).encoder.field.layers[0].parts
+    layer = olmo2.layers[0]
+    assert isinstance(parts[0].branch.norm, torch.nn.Identity)
+    assert parts[0].branch.out[1] is layer.post_attention_layernorm
+    assert list(parts[1].branch) == [layer.mlp, layer.post_feedforward_layernorm]

@@ -16,6 +16,17 @@ GPT-2 (``GPT2Model``)           ``x + G(LN_1 x)``, then ``+ F(LN_2 ·)``;       
 LLaMA, Mistral, Qwen2           the same with RMSNorm, rotary ``q, k``, grouped-query         ``lie_trotter``
                                 attention, SwiGLU ``F``; split
 Qwen3                           as LLaMA, with ``q, k`` RMS-normalised per head; split        ``lie_trotter``
+Gemma                           as LLaMA, ``(1 + w)`` RMSNorms, GeGLU, ``x(0) = √d E[w]``;    ``lie_trotter``
+                                split
+Gemma 2                         Gemma with sandwich norms (a norm after each branch),         ``lie_trotter``
+                                attention logits capped ``c tanh(s q kᵀ / c)`` where the
+                                installed attention caps them, alternating windows,
+                                capped LM logits; split
+Phi-3                           as LLaMA, fused ``qkv_proj`` and gate/up projections; split   ``lie_trotter``
+StableLM                        pre-LN, partial rotary, per-head ``q, k`` LayerNorms;         ``lie_trotter``
+                                split (``use_parallel_residual``: parallel, ``euler``)
+Phi                             ``x + G(LN x) + F(LN x)``: one norm for both branches,        ``euler``
+                                partial rotary, per-head ``q, k`` LayerNorms; parallel
 Mixtral                         Mistral's attention, a routed mixture of experts as ``F``;    ``lie_trotter``
                                 split
 StarCoder2                      pre-LN, GQA, rotary, biases, sliding window; split            ``lie_trotter``

@@ -20,6 +20,7 @@ from .gpt2 import GPT2
 from .gpt_neox import GPTNeoX
 from .llama import Llama
 from .mixtral import Mixtral
+from .olmo import Olmo, Olmo2
 from .opt import OPT
 from .phi import Phi, Phi3
 from .qwen3 import Qwen3
@@ -76,6 +77,8 @@ for _family in (
     Gemma(),
     Gemma2(),
     Mixtral(),
+    Olmo(),
+    Olmo2(),
     Starcoder2(),
     Falcon(),
     OPT(),

@@ -17,9 +17,10 @@ names, masks key ``j`` of query ``i`` unless ``i - j < window``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from torch import Tensor
+from torch import Tensor, nn
 
 from ._attention import TransformersAttention, split_heads
 from ._model import Family
@@ -39,9 +40,10 @@ def _window(attn: Any, config: Any) -> int | None:
 
 
 class _LlamaAttention(TransformersAttention):
-    """LLaMA's attention: separate ``q_proj``, ``k_proj``, ``v_proj`` (``H_kv`` key/value heads), ``o_proj``."""
+    """LLaMA's attention: separate ``q_proj``, ``k_proj``, ``v_proj`` (``H_kv`` key/value heads), ``o_proj``, after
+    the block's ``input_layernorm`` (none with ``pre_norm=False``: OLMo-2 normalises the branch's output instead)."""
 
-    def __init__(self, layer: Any, config: Any):
+    def __init__(self, layer: Any, config: Any, *, pre_norm: bool = True):
         attn = layer.self_attn
         missing = [name for name in _ATTENTION if not hasattr(attn, name)]
         if missing:
@@ -49,7 +51,7 @@ class _LlamaAttention(TransformersAttention):
         num_heads = config.num_attention_heads
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // num_heads
         super().__init__(
-            layer.input_layernorm,
+            layer.input_layernorm if pre_norm else None,
             attn.o_proj,
             num_heads=num_heads,
             num_kv_heads=getattr(config, "num_key_value_heads", None) or num_heads,
@@ -73,7 +75,7 @@ class Llama(Family):
     base_classes: tuple[str, ...] = ("LlamaModel", "MistralModel", "Qwen2Model")
     layer_classes: tuple[str, ...] = ("LlamaDecoderLayer", "MistralDecoderLayer", "Qwen2DecoderLayer")
     layers_at = "layers"
-    attention = _LlamaAttention
+    attention: Callable[[Any, Any], nn.Module] | None = _LlamaAttention
     mlp_at = ("post_attention_layernorm", "mlp")
     embedding_at = "embed_tokens"
     final_norm_at = "norm"
