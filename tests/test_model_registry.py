@@ -150,6 +150,7 @@ _DIGITS = _data("image", 10, torch.zeros(1, 1, 8, 8))
 _TWEETS, _TWEETS_12K = _data("tokens", 3, vocab=13938), _data("tokens", 3, vocab=6603)
 _REVERSE = _data("seq2seq", None, vocab=14)
 _TINY = dict(dim=64, num_heads=4)
+_EA_LITE = dict(alpha=0.1, beta=0.1, kernel_size=3)  # EA-Transformer-Lite (Wang et al. 2021, §4.3)
 _MNIST_VIT = dict(
     patch_size=7, depth=1, num_heads=1, attention_only=True, attention=dict(qkv_bias=False, out_proj=False)
 )
@@ -274,6 +275,14 @@ _PRESET_MODELS: dict[str, tuple[Splits, Callable[..., nn.Module], int]] = {
     "ea_digits_vit": (_DIGITS, lambda d, **o: _digits_vit(d, **{**_EA_DIGITS, **o}), 115_370),
     "ea_tweets_text": (_TWEETS_12K, lambda d, **o: _text(d, **{**_EA_TWEETS, **o}), 623_443),
     "transevolve_reverse": (_REVERSE, _reverse, 282_112),
+    "ea_reverse_seq2seq": (
+        _REVERSE,
+        lambda d, **o: Seq2Seq(
+            len(d.vocab),
+            **{**_TINY, "encoder_depth": 3, "decoder_depth": 3, "field": "evolving", "evolving": _EA_LITE, **o},
+        ),
+        353_588,
+    ),
     "seq2seq_reverse": (
         _REVERSE,
         lambda d, **o: Seq2Seq(len(d.vocab), **{**_TINY, "encoder_depth": 2, "decoder_depth": 2, **o}),

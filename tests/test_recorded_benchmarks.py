@@ -41,7 +41,8 @@ def test_the_readme_quotes_the_recorded_language_model_ratios():
     quoted = (
         f"GPT-2 {speed['gpt2', False]:.2f}x (padded {speed['gpt2', True]:.2f}x), "
         f"LLaMA {speed['llama', False]:.2f}x (padded {speed['llama', True]:.2f}x), "
-        f"Qwen3 {speed['qwen3', False]:.2f}x (padded {speed['qwen3', True]:.2f}x)"
+        f"Qwen3 {speed['qwen3', False]:.2f}x (padded {speed['qwen3', True]:.2f}x), "
+        f"Gemma 2 {speed['gemma2', False]:.2f}x (padded {speed['gemma2', True]:.2f}x)"
     )
     assert max(speed.values()) <= 1.10  # the target the README states
     assert quoted in " ".join(readme.split())
@@ -63,8 +64,10 @@ def test_the_readme_exactness_table_is_the_recorded_one():
             for dtype in ("float64", "float32")
         ]
         assert f"| {cells[0]} | {cells[1]} |" in readme, family
-    assert max(by[dtype][pad] for by in _recorded("huggingface")["exactness"].values() for dtype in ("float64",)
-               for pad in PADDINGS) <= 1e-10  # fmt: skip
+    from benchmarks.huggingface import EAGER
+
+    for family, by_dtype in _recorded("huggingface")["exactness"].items():
+        assert max(by_dtype["float64"][pad] for pad in PADDINGS) <= (1e-5 if family in EAGER else 1e-10), family
 
 
 def test_the_training_guide_quotes_the_recorded_thread_ratios():

@@ -8,12 +8,19 @@ from typing import Any
 from torch import Tensor, nn
 
 from ..continuous import ContinuousDepth
+from ..fields import EvolvingAttentionField, EvolvingAttentionStack
+from ..nn import EvolvingAttentionBranch, MLPBranch
 from .blocks import _evolving_settings, decoder_field, transformer_field
 from .decoding import EncoderDecoder
 from .stack import _named_field
 from .text import TokenEmbedding, _padding
 
-__all__ = ["Seq2Seq"]
+__all__ = ["Seq2Seq", "ATTENTIONS"]
+
+ATTENTIONS = ("encoder", "decoder", "encoder_decoder")
+"""The three kinds of attention of an EA-Transformer (Wang et al. 2021, §4.3, Table 6), as keys of
+:class:`Seq2Seq`'s ``evolving`` settings: encoder self-attention, decoder self-attention and encoder-decoder
+attention."""
 
 
 class Seq2Seq(EncoderDecoder):
@@ -62,7 +69,13 @@ class Seq2Seq(EncoderDecoder):
             The encoder's take them as given; the decoder's take ``α = 0``, no skip connection (eq. 4:
             ``A^i_input`` is the block's own logits; §4.1 defines "w/o skip" as ``α = 0``, and §4.3 uses
             skips "only in the encoder network as we find they harm the performance of a decoder"), and
-            the rest as given, so their convolutions (``β``, ``kernel_size``) stay.
+            the rest as given, so their convolutions (``β``, ``kernel_size``) stay. Per kind of attention
+            (:data:`ATTENTIONS`), a mapping under ``"encoder"`` (encoder self-attention), ``"decoder"``
+            (decoder self-attention) or ``"encoder_decoder"`` (encoder-decoder attention) replaces settings
+            there only, after the decoder's ``α = 0``: e.g. ``{"alpha": 0.1, "beta": 0.1, "encoder": {"beta":
+            0.0}}`` is Table 6's "w/o Encoder Convolution" (Wang et al. 2021, §4.3). With ``β = 0`` an
+            attention's convolution is still built but changes nothing: with ``α = 0`` too (the decoder's) the
+            attention is vanilla attention.
         tie_output: Share the output projection with the target embedding.
         share_embeddings: One embedding table for source and target (needs equal vocabulary sizes).
         method, steps, step_size, **solve_options: Solve settings of both
@@ -99,17 +112,18 @@ class Seq2Seq(EncoderDecoder):
                 f"share_embeddings needs one vocabulary, got src_vocab_size={src_vocab_size}, "
                 f"tgt_vocab_size={tgt_vocab_size}"
             )
-        evolving = _evolving_settings(field, evolving)
+        settings = _attention_settings(_evolving_settings(field, evolving))
 
         def build(name: str) -> tuple[nn.Module, nn.Module]:
-            # skip connections in the encoder only (Wang et al. 2021, §4.3): α = 0 in the decoder
-            decoder_evolving = None if evolving is None else {**evolving, "alpha": 0.0}
-            encoder = transformer_field(
-                dim, encoder_depth, num_heads, field=name, evolving=evolving, num_sets=num_sets, mlp_hidden=mlp_hidden
-            )
-            decoder = decoder_field(
-                dim, num_heads, decoder_depth, evolving=decoder_evolving, num_sets=num_sets, mlp_hidden=mlp_hidden
-            )
+            own: dict[str, Any] = dict(num_sets=num_sets, mlp_hidden=mlp_hidden)
+            if settings is None:
+                encoder = transformer_field(dim, encoder_depth, num_heads, field=name, **own)
+                return encoder, decoder_field(dim, num_heads, decoder_depth, **own)
+            encoder = transformer_field(dim, encoder_depth, num_heads, field=name, evolving=settings["encoder"], **own)
+            if settings["decoder"] == settings["encoder_decoder"]:
+                decoder = decoder_field(dim, num_heads, decoder_depth, evolving=settings["decoder"], **own)
+            else:
+                decoder = _evolving_decoder(dim, num_heads, decoder_depth, settings, **own)
             return encoder, decoder
 
         fields = _named_field(field, build, valid=("split", "evolving"), num_sets=num_sets, mlp_hidden=mlp_hidden)
@@ -156,3 +170,46 @@ class Seq2Seq(EncoderDecoder):
             memory_key_padding_mask=src_key_padding_mask,
         )
         return self.output(self.decoder_norm(y))
+
+
+def _attention_settings(evolving: dict[str, Any] | None) -> dict[str, dict[str, Any]] | None:
+    """The :class:`~neuralode_tf.nn.EvolvingAttentionBranch` settings of each kind of attention
+    (:data:`ATTENTIONS`): the shared ones, ``α = 0`` in the decoder (skips in the encoder only, Wang et al.
+    2021, §4.3), then the kind's own mapping."""
+    if evolving is None:
+        return None
+    shared = {key: value for key, value in evolving.items() if key not in ATTENTIONS}
+    own = {name: evolving.get(name, {}) for name in ATTENTIONS}
+    for name, given in own.items():
+        if not isinstance(given, Mapping):
+            raise TypeError(f"evolving[{name!r}] holds the settings of that attention (a mapping), got {given!r}")
+        if any(key in ATTENTIONS for key in given):
+            raise ValueError(f"evolving[{name!r}] holds settings, not another attention's: got {sorted(given)}")
+    decoder = {**shared, "alpha": 0.0}
+    return {
+        "encoder": {**shared, **own["encoder"]},
+        "decoder": {**decoder, **own["decoder"]},
+        "encoder_decoder": {**decoder, **own["encoder_decoder"]},
+    }
+
+
+def _evolving_decoder(
+    dim: int,
+    num_heads: int,
+    depth: int,
+    settings: Mapping[str, Mapping[str, Any]],
+    *,
+    num_sets: int | None,
+    mlp_hidden: int | None,
+) -> EvolvingAttentionStack:
+    """:func:`~neuralode_tf.models.decoder_field`'s evolving stack (built in the same order) with the decoder
+    self-attention's and the encoder-decoder attention's own settings."""
+    layers = [
+        EvolvingAttentionField(
+            EvolvingAttentionBranch(dim, num_heads, causal=True, **settings["decoder"]),
+            EvolvingAttentionBranch(dim, num_heads, causal=True, cross_attention=True, **settings["encoder_decoder"]),
+            MLPBranch(dim, mlp_hidden),
+        )
+        for _ in range(num_sets or depth)
+    ]
+    return EvolvingAttentionStack(layers, depth)

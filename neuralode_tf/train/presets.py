@@ -16,6 +16,7 @@ from torch import nn
 
 from ..data import Splits
 from ..models import TRANSEVOLVE_VARIANTS, create_model, model_config
+from ..models.seq2seq import ATTENTIONS
 from ._models import AA_RESNET_ABLATIONS, _vocabulary_size, classes, images, pairs, registered, resnet, tokens
 from ._preset import Preset, make_preset
 from .presets_bert import BERT_PRESETS, BERT_VARIANTS
@@ -36,6 +37,7 @@ __all__ = [
     "LM_VARIANTS",
     "TRANSEVOLVE_LISTOPS_VARIANTS",
     "EA_VARIANTS",
+    "EA_REVERSE",
     "VARIANTS",
 ]
 
@@ -88,17 +90,45 @@ def _ablations(ea: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
+EA_REVERSE: dict[str, Any] = dict(model_config("ea_transformer_lite").kwargs["evolving"], kernel_size=3)
+"""EA-Transformer-Lite's settings (Wang et al. 2021, §4.3, Table 6; ``ea_transformer_lite``): ``α = β = 0.1``,
+3x3, the skips in the encoder only (:class:`~neuralode_tf.models.Seq2Seq` sets ``α = 0`` in the decoder)."""
+
+_EA_REVERSE_MODEL = dict(encoder_depth=3, decoder_depth=3, field="evolving", evolving=EA_REVERSE)
+
+
+def _ea_seq2seq(data: Splits, **overrides: Any) -> nn.Module:
+    """The translation stand-in's EA-Transformer: the registered ``seq2seq_reverse`` (d = 64, 4 heads) at 3 + 3
+    pre-norm blocks with :data:`EA_REVERSE` evolving attention in its three kinds of attention."""
+    return create_model("seq2seq_reverse", **{**pairs(data), **_EA_REVERSE_MODEL, **overrides})
+
+
+def _translation_ablations(ea: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Wang et al.'s Table 6: vanilla attention (Transformer-Lite), EA with the settings ``ea``, no convolution
+    (``β = 0``) in the encoder self-attention, the decoder self-attention or the encoder-decoder attention alone
+    (:data:`~neuralode_tf.models.seq2seq.ATTENTIONS`), no skip (``α = 0``), 1x1 and 5x5 kernels."""
+    shared = _ablations(ea)
+    without = {
+        f"no_{name}_convolution": dict(field="evolving", evolving={**ea, name: {"beta": 0.0}}) for name in ATTENTIONS
+    }
+    kept = ("no_skip", "kernel_1x1", "kernel_5x5")
+    return {"vanilla": shared["vanilla"], "ea": shared["ea"], **without, **{name: shared[name] for name in kept}}
+
+
 EA_VARIANTS: dict[str, dict[str, dict[str, Any]]] = {
     "ea_digits_vit": _ablations(model_config("ea_vit_digits").kwargs["evolving"]),
     "ea_tweets_text": _ablations(model_config("ea_text_tweets").kwargs["evolving"]),
     "ea_digits_resnet": dict(AA_RESNET_ABLATIONS),
+    "ea_reverse_seq2seq": _translation_ablations(EA_REVERSE),
 }
 """The models of the evolving-attention ablation (Wang et al. 2021), per preset, as model overrides.
 
 Around the registered models' settings: ``ea_digits_vit`` (``ea_vit_digits``) and ``ea_digits_resnet``
 (``ea_aa_resnet_digits``, Table 2's own architecture, reduced) use the paper's image setting ``α = 0.5, β = 1`` (§4.1,
 ImageNet); ``ea_tweets_text`` (``ea_text_tweets``) the largest values of its text search
-grid, ``α = β = 0.4`` (§4.2). Not tuned here.
+grid, ``α = β = 0.4`` (§4.2); ``ea_reverse_seq2seq`` (the translation stand-in) EA-Transformer-Lite's
+:data:`EA_REVERSE` and Table 6's ablations, which remove the convolution from one kind of attention at a time.
+Not tuned here.
 """
 
 
@@ -167,6 +197,14 @@ _ROWS: list[tuple[str, str, str, Callable[..., nn.Module], dict[str, Any]]] = [
         "reverse",
         _transevolve_seq2seq,
         dict(epochs=20, batch_size=64, lr=1e-3, warmup_steps=50),
+    ),
+    (
+        "ea_reverse_seq2seq",
+        "EA-Transformer encoder-decoder (d=64, 3+3 blocks, α=β=0.1, 3x3, skips in the encoder) reversing sequences "
+        "of 10-20 symbols (translation stand-in)",
+        "reverse",
+        _ea_seq2seq,
+        dict(epochs=10, batch_size=64, lr=1e-3, warmup_steps=50, data=dict(min_length=10, max_length=20)),
     ),
     (
         "seq2seq_reverse",
