@@ -35,6 +35,8 @@ Falcon (parallel attention)     ``x + G(N_a x) + F(N_f x)``, multi-query or grou
 GPT-NeoX (parallel residual)    ``x + G(LN_1 x) + F(LN_2 x)``: Zhong et al.'s parallel        ``euler``
                                 block, the same ODE as one field (``ParallelField``)
 GPT-NeoX (sequential)           as GPT-2, with partial rotary ``q, k``; split                 ``lie_trotter``
+GPT-J                           ``x + G(LN x) + F(LN x)``, interleaved partial rotary;        ``euler``
+                                parallel
 OPT                             pre-LN as GPT-2, learned positions counted from the           ``lie_trotter``
                                 attention mask (offset 2); OPT-350m post-LN as BERT; split
 BERT, RoBERTa, ELECTRA          ``N_2(x' + F(x'))``, ``x' = N_1(x + G(x))``: a projected      ``lie_trotter``

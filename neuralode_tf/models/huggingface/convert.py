@@ -18,6 +18,7 @@ from .falcon import Falcon
 from .gemma import Gemma, Gemma2
 from .gpt2 import GPT2
 from .gpt_neox import GPTNeoX
+from .gptj import GPTJ
 from .llama import Llama
 from .mixtral import Mixtral
 from .olmo import Olmo, Olmo2
@@ -83,6 +84,7 @@ for _family in (
     Falcon(),
     OPT(),
     GPTNeoX(),
+    GPTJ(),
     Phi(),
     Phi3(),
     StableLm(),
