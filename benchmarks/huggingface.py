@@ -12,14 +12,14 @@ that of the fastest rounds (on a machine that other work slows now and then, the
 <= 1.10.
 
 **Exactness.** Every family of ``neuralode_tf.models.huggingface`` (:data:`EXACTNESS`: GPT-2, LLaMA, Mistral with a
-sliding window, Qwen2, Qwen3 (head size 24 for d = 64 and 4 heads), Gemma, Gemma 2, Mixtral, StarCoder2, Falcon
-(three blocks), OPT (pre- and post-LN), OLMo, OLMo 2, Phi, Phi-3, StableLM, GPT-NeoX parallel and sequential, BERT,
-RoBERTa, ELECTRA, ALBERT, DistilBERT; their LM heads), d = 64, 2 blocks, 32 tokens, batch 3, random weights: the
-max-abs difference between the converted model's and the Hugging Face model's outputs per dtype and padding (none,
-right, left), with the size of the outputs, over every position (a padded decoder query that sees no key, left of the
-text or past a sliding window, has zero attention weights in both), but for Gemma 2, which Hugging Face runs with its
-eager attention: its padded rows are left out (its eager path gives such a query the mean of the values, or NaN in
-float64), and its float64 rows hold float32 rounding (its softmax runs in float32).
+sliding window, Qwen2, Qwen3 (head size 24 for d = 64 and 4 heads), Gemma, Gemma 2, Mixtral, StarCoder2, Falcon (three
+blocks), OPT (pre- and post-LN), OLMo, OLMo 2, Phi, Phi-3, StableLM, GPT-NeoX parallel and sequential, GPT-J, BERT,
+RoBERTa, ELECTRA, ALBERT, DistilBERT; their LM heads), d = 64, 2 blocks, 32 tokens, batch 3, random weights: the max-abs
+difference between the converted model's and the Hugging Face model's outputs per dtype and padding (none, right, left),
+with the size of the outputs, over every position (a padded decoder query that sees no key, left of the text or past a
+sliding window, has zero attention weights in both), but for Gemma 2, which Hugging Face runs with its eager attention:
+its padded rows are left out (its eager path gives such a query the mean of the values, or NaN in float64), and its
+float64 rows hold float32 rounding (its softmax runs in float32).
 
 **Output** (``--out``, default ``benchmarks/results/huggingface_cpu.json``): ``date``, ``command``, ``setup``,
 ``targets``, ``rows`` (one per speed case: ``name``, ``config``, ``batch``, ``tokens``, ``masked``, ``rounds``
@@ -81,6 +81,7 @@ EXACTNESS = {
     "qwen3": ("Qwen3ForCausalLM", dict(SMALL, num_key_value_heads=2, head_dim=24)),
     "gpt_neox": ("GPTNeoXForCausalLM", dict(SMALL, rotary_pct=0.25)),
     "gpt_neox_sequential": ("GPTNeoXForCausalLM", dict(SMALL, use_parallel_residual=False)),
+    "gptj": ("GPTJForCausalLM", dict(n_embd=64, n_layer=2, n_head=4, rotary_dim=8, n_positions=64)),
     "gemma": ("GemmaForCausalLM", dict(SMALL, num_key_value_heads=2, head_dim=24)),
     "gemma2": (
         "Gemma2ForCausalLM",
