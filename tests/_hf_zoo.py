@@ -41,8 +41,8 @@ class Specimen:
         tasks: The heads it has besides the LM head, compared too.
         smooth: Config overrides for the fitted orders and the adjoint check where the config's own field has jumps
             (Mixtral: every expert routed; OPT: GELU for ReLU) or starts stiff (ELECTRA, ALBERT: larger weights).
-        rounding_floor: A float32 rounding inside the blocks of a float64 model (Gemma's norms compute in float32),
-            below which errors cannot fall: the fitted orders leave out RK4, whose errors reach it.
+        rk4_steps: RK4's steps per block for its fitted order, fewer where a float32 rounding inside the blocks of a
+            float64 model (Gemma's, OLMo's norms compute in float32) stops the error falling at about 2e-7.
         eager_blind: Hugging Face runs it with its eager attention under transformers 5 (Gemma 2), which gives a
             query that sees no key the mean of the values in float32 and NaN in float64 (its mask minimum becomes
             ``-inf`` in its float32 softmax, and the NaN spreads through the row by ``0 · NaN``): the comparisons
@@ -66,7 +66,7 @@ class Specimen:
     tasks: tuple[str, ...] = ("sequence_classification", "base")
     smooth: dict[str, Any] = dataclasses.field(default_factory=dict)
     order_steps: int = 1
-    rounding_floor: bool = False
+    rk4_steps: tuple[int, ...] = (4, 8, 16)
     eager_blind: bool = False
 
     @property
