@@ -98,7 +98,8 @@ which other methods and adjoints integrate; with ``alpha = beta = 0`` it is the 
 """
 
 from ._attention import AttentionMasks, TransformersAttention
-from ._model import ContinuousTransformersModel, Family
+from ._family import Family
+from ._model import ContinuousTransformersModel
 from .bert import PostNorm
 from .convert import TASKS, families, from_transformers, register_family
 from .evolving import EvolvingTransformersAttention, EvolvingTransformersStack

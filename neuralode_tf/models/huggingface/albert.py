@@ -41,7 +41,7 @@ from torch import Tensor, nn
 
 from ...fields import SplitField, WeightSharedField
 from ._attention import TransformersAttention, split_heads
-from ._model import Family
+from ._family import Family
 from .bert import PostNorm
 
 __all__ = ["Albert"]

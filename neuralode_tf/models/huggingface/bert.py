@@ -25,7 +25,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from ._attention import TransformersAttention, split_heads
-from ._model import Family, Head
+from ._family import Family, Head
 
 __all__ = ["PostNorm", "Bert", "Roberta"]
 

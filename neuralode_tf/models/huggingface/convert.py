@@ -8,7 +8,8 @@ from typing import Any
 from torch import nn
 
 from ..stack import stack_encoder
-from ._model import ContinuousTransformersModel, Family
+from ._family import Family
+from ._model import ContinuousTransformersModel
 from .albert import Albert
 from .bert import Bert, Roberta
 from .distilbert import DistilBert

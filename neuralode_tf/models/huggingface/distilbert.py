@@ -32,7 +32,7 @@ import torch
 from torch import Tensor, nn
 
 from ._attention import TransformersAttention, split_heads
-from ._model import Family
+from ._family import Family
 from .bert import PostNorm
 
 __all__ = ["DistilBert"]

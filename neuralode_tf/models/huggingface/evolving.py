@@ -69,7 +69,7 @@ from ...nn._empty_rows import softmax_weights
 from ...nn.evolving import evolve_logits
 from ..stack import stack_encoder
 from ._attention import TransformersAttention
-from ._model import Family
+from ._family import Family
 from .albert import Albert
 from .bert import Bert
 from .distilbert import DistilBert

@@ -29,7 +29,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from ._attention import TransformersAttention
-from ._model import Family
+from ._family import Family
 
 __all__ = ["Falcon"]
 

@@ -41,7 +41,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ._model import causal_lm_head, last_token_head
+from ._family import causal_lm_head, last_token_head
 from .llama import Llama, _LlamaAttention
 
 __all__ = ["Gemma", "Gemma2", "capped_causal_lm_head"]

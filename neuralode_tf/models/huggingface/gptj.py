@@ -36,7 +36,7 @@ from torch import Tensor, nn
 
 from ...nn._empty_rows import SdpaMask, softmax_weights
 from ._attention import TransformersAttention, split_heads
-from ._model import Family
+from ._family import Family
 
 __all__ = ["GPTJ"]
 

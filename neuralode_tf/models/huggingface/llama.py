@@ -23,7 +23,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from ._attention import TransformersAttention, split_heads
-from ._model import Family
+from ._family import Family
 
 __all__ = ["Llama"]
 

@@ -37,7 +37,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from ._attention import TransformersAttention, split_heads
-from ._model import Family
+from ._family import Family
 from .llama import _window
 
 __all__ = ["Phi", "Phi3"]

@@ -26,7 +26,7 @@ from typing import Any
 
 from torch import nn
 
-from ._model import Family
+from ._family import Family
 from .phi import _HeadNormedAttention
 
 __all__ = ["StableLm"]
