@@ -7,7 +7,12 @@ ZOO = {
     "opt": Specimen("OPTConfig", "OPT", dict(word_embed_proj_dim=32), **_OPT),
     "opt_projected": Specimen("OPTConfig", "OPT", dict(word_embed_proj_dim=24, enable_bias=False), **_OPT),
     "opt_post_norm": Specimen(
-        "OPTConfig", "OPT", dict(word_embed_proj_dim=24, do_layer_norm_before=False), order_steps=32, **_OPT
+        "OPTConfig",
+        "OPT",
+        dict(word_embed_proj_dim=24, do_layer_norm_before=False),
+        order_steps=32,
+        rk4_steps=(8, 16, 32),
+        **_OPT,
     ),
 }
 """OPT with learned positions offset by 2 (counted from the attention mask), pre-LN blocks with and without
