@@ -5,16 +5,12 @@ its key/value cache what Hugging Face's greedy decoding gives."""
 
 from __future__ import annotations
 
-import math
-import warnings
-
 import pytest
 import torch
 
 import neuralode_tf
 from neuralode_tf.models import from_transformers
-from neuralode_tf.nn import KVCache
-from neuralode_tf.numerics import CausalityWarning
+from tests._hf_checks import check_adjoint_gradients, check_cached_logits, check_generation
 from tests._hf_zoo import DECODERS, LAYERS, VOCAB, ZOO, compared, inputs, model, two_blocks
 from tests._huggingface import hf_output, max_diff
 from tests.test_convergence import fitted_order
@@ -157,57 +153,14 @@ def test_adjoint_gradients_match_backprop(name, device):
     parameters: the gradients of backpropagating through the same solve, to its tolerance (of a smooth field, as for
     the orders: an adaptive solve across ReLU's kinks or an expert swap meets a jump of the field's derivative)."""
     hf_model = model(name, "base", **two_blocks(name), **ZOO[name].smooth).to(device)
-    ids, mask = inputs(name, "right", device, batch=2)
-    gradients = []
-    for adjoint in ("backprop", "adjoint"):
-        hf_model.zero_grad(set_to_none=True)
-        converted = from_transformers(hf_model, method="dopri5", rtol=1e-8, atol=1e-8, adjoint=adjoint)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", CausalityWarning)
-            (converted(ids, mask) * mask[..., None]).square().sum().backward()
-        gradients.append({key: p.grad.clone() for key, p in hf_model.named_parameters() if p.grad is not None})
-    backprop, adjoint = gradients
-    assert converted.encoder.stats.nfe_backward > 0
-    assert adjoint.keys() == backprop.keys() and len(backprop) > 5
-    scale = max(float(g.abs().max()) for g in backprop.values())
-    assert max(max_diff(adjoint[key], backprop[key]) for key in backprop) <= 1e-5 * scale
-    assert all(math.isfinite(float(g.abs().max())) for g in adjoint.values())
-
-
-def _prompt(device, batch: int = 2, length: int = 5) -> torch.Tensor:
-    return torch.randint(2, VOCAB, (batch, length), generator=torch.Generator().manual_seed(3)).to(device)
+    check_adjoint_gradients(hf_model, *inputs(name, "right", device, batch=2))
 
 
 @pytest.mark.parametrize("name", DECODERS)
 def test_cached_logits_are_the_full_forwards(name, device):
-    """Prompt, then one token at a time past a sliding window of 4: every step's logits equal those of the forward
-    over the whole sequence (float64)."""
-    converted = from_transformers(model(name).to(device))
-    tokens = _prompt(device, length=7)
-    cache = KVCache()
-    with torch.no_grad():
-        pieces = [converted(tokens[:, :3], kv_cache=cache)]
-        pieces += [converted(tokens[:, i : i + 1], kv_cache=cache) for i in range(3, 7)]
-        full = converted(tokens)
-    assert cache.length == 7
-    assert max_diff(torch.cat(pieces, dim=1), full) <= ZOO[name].float64
+    check_cached_logits(model(name).to(device), VOCAB, ZOO[name].float64, device)
 
 
 @pytest.mark.parametrize("name", DECODERS)
 def test_generation_with_and_without_the_cache_and_hugging_faces_greedy_agree(name, device):
-    hf_model = model(name).to(device)
-    converted = from_transformers(hf_model)
-    prompt = _prompt(device)
-    cached = converted.generate(prompt, 6, top_k=1)
-    assert cached.shape == (2, 11) and torch.equal(cached[:, :5], prompt)
-    assert torch.equal(cached, converted.generate(prompt, 6, top_k=1, cache=False))
-    with torch.no_grad():
-        greedy = hf_model.generate(
-            prompt, max_new_tokens=6, do_sample=False, eos_token_id=None, pad_token_id=0, min_new_tokens=6
-        )
-    assert torch.equal(cached, greedy)
-    sampled = [
-        converted.generate(prompt, 6, temperature=0.8, cache=cache, generator=torch.Generator().manual_seed(5))
-        for cache in (True, False)
-    ]
-    assert torch.equal(*sampled)
+    check_generation(model(name).to(device), VOCAB, device)

@@ -3,7 +3,6 @@ adaptive solves and adjoint gradients work, and the post-norm (BERT) reading is 
 
 from __future__ import annotations
 
-import math
 import warnings
 
 import pytest
@@ -12,6 +11,7 @@ import torch
 import neuralode_tf
 from neuralode_tf.models import from_transformers
 from neuralode_tf.numerics import CausalityWarning
+from tests._hf_checks import check_adjoint_gradients
 from tests._huggingface import inputs, max_diff, model, two_blocks
 from tests.test_convergence import fitted_order
 
@@ -88,18 +88,4 @@ def test_an_adaptive_solve_of_a_decoder_warns_that_it_is_not_exactly_causal(devi
 def test_adjoint_gradients_match_backprop(family, device):
     """``adjoint="adjoint"`` (torchdiffeq) integrates the gradient backwards through the Hugging Face parameters."""
     hf_model = model(family, "base", **two_blocks(family)).to(device)
-    ids, mask = inputs(family, "right", device, batch=2)
-    gradients = []
-    for adjoint in ("backprop", "adjoint"):
-        hf_model.zero_grad(set_to_none=True)
-        converted = from_transformers(hf_model, method="dopri5", rtol=1e-8, atol=1e-8, adjoint=adjoint)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", CausalityWarning)
-            converted(ids, mask).square().sum().backward()
-        gradients.append({name: p.grad.clone() for name, p in hf_model.named_parameters() if p.grad is not None})
-    backprop, adjoint = gradients
-    assert converted.encoder.stats.nfe_backward > 0
-    assert adjoint.keys() == backprop.keys() and len(backprop) > 10
-    scale = max(float(g.abs().max()) for g in backprop.values())
-    assert max(max_diff(adjoint[name], backprop[name]) for name in backprop) <= 1e-5 * scale
-    assert all(math.isfinite(float(g.abs().max())) for g in adjoint.values())
+    check_adjoint_gradients(hf_model, *inputs(family, "right", device, batch=2))
