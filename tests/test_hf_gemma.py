@@ -5,6 +5,8 @@ attention implementation of each transformers version, its capped final logits, 
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -43,7 +45,11 @@ def test_gemma2_reads_the_cap_as_the_default_attention_applies_it(device):
     default = model("gemma2").to(device)
     eager = model("gemma2", attn_implementation="eager").to(device)
     ids, _ = inputs("gemma2", "none", device)
-    caps = [_attention(from_transformers(m)).softcap for m in (default, eager)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        caps = [_attention(from_transformers(m)).softcap for m in (default, eager)]
+    ignored = [w for w in caught if "ignores attn_logit_softcapping=2.0" in str(w.message)]
+    assert bool(ignored) == (default.config._attn_implementation == "sdpa")  # said whenever the cap is dropped
     if hf_zeroes_blind_queries():  # transformers 5
         assert default.config._attn_implementation == "eager" and caps == [2.0, 2.0]
     else:

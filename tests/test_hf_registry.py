@@ -87,3 +87,19 @@ def test_a_family_declared_by_its_paths_alone_reads_its_models(registry):
         assert converted.family is hf.families()[-1]
         assert (converted(ids) - builtin).abs().max().item() == 0.0
         assert (builtin - hf_output(llama, ids, None)).abs().max().item() <= 1e-10
+
+
+def test_the_docs_list_every_registered_family():
+    """The README's list of the families read and the front-ends guide's name every registered family (by its class
+    name, case, spaces and hyphens aside: ``GPTNeoX`` is GPT-NeoX, ``Olmo2`` OLMo 2)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    listed = readme[readme.index("The families read are") :].split("each a declared entry")[0]
+    guide_lines = (root / "docs" / "guide" / "front-ends.md").read_text(encoding="utf-8").splitlines()
+    guide = next(line for line in guide_lines if "from_transformers" in line)
+    squash = lambda text: "".join(text.lower().replace("-", "").split())  # noqa: E731
+    for family in hf.families():
+        name = squash(type(family).__name__)
+        assert name in squash(listed) and name in squash(guide), type(family).__name__

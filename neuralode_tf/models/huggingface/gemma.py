@@ -27,7 +27,8 @@ makes local (every other layer from the first; transformers 5 names them in ``co
 sequence classification is not capped (neither version caps it). The attention cap is read as the installed
 attention applies it: transformers 5 runs Gemma 2 with its ``eager`` attention (it refuses ``sdpa``), which caps;
 transformers 4.52 runs it with ``sdpa`` by default, whose kernel DROPS the cap whatever the config says, so a model
-built or loaded there without ``attn_implementation="eager"`` is read WITHOUT attention-logit capping, as it computes
+built or loaded there without ``attn_implementation="eager"`` is read WITHOUT
+attention-logit capping, as it computes, with a warning saying so
 (the final-logit cap stays).
 The reading is fixed at conversion: convert again after changing the model's attention implementation.
 
@@ -36,6 +37,7 @@ Both: one Lie-Trotter Euler step of size 1 of ``dx/dt = G_{⌊t⌋}(x) + F_{⌊t
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
@@ -58,8 +60,16 @@ def capped_causal_lm_head(hf_model: Any, hidden: Tensor, input_ids: Tensor) -> T
 def _attention_softcap(config: Any) -> float | None:
     """``attn_logit_softcapping`` as the model's attention implementation applies it: not at all under ``sdpa``
     (transformers 4.52's default for Gemma 2, whose kernel ignores it), else as the config says (``eager``, and the
-    flash and flex kernels, which take it)."""
+    flash and flex kernels, which take it). Under ``sdpa`` with a cap in the config it warns: the model then computes
+    no cap, and so does its reading."""
     if getattr(config, "_attn_implementation", None) == "sdpa":
+        if config.attn_logit_softcapping is not None:
+            warnings.warn(
+                f"this Gemma 2 model runs sdpa attention, which ignores attn_logit_softcapping="
+                f"{config.attn_logit_softcapping}: it is read without the cap, as Hugging Face computes it; load it "
+                "with attn_implementation='eager' for the capped model",
+                stacklevel=2,
+            )
         return None
     return config.attn_logit_softcapping
 
