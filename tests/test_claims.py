@@ -68,7 +68,6 @@ RECORDING = {"r": dict(path="r.json", stand_in="digits", date="2026-11-24", comm
         ({"measure": "speed"}, 'measure is "accuracy" or "timing"'),
         ({"measure": "timing"}, "names the paper's `baseline`"),
         ({"measure": "timing", "baseline": "T", "recording": "", "samples": "f"}, "the recorded file they read"),
-        ({"measure": "timing", "baseline": "T", "recording": "", "samples": "f", "stored": "no.json"}, "`stored`"),
     ],
 )
 def test_malformed_entries_are_refused_with_their_id(changes, message):

@@ -12,6 +12,7 @@ from neuralode_tf.models.seq2seq import ATTENTIONS, Seq2Seq, _attention_settings
 from neuralode_tf.nn import EvolvingAttentionBranch
 from neuralode_tf.train.presets import EA_REVERSE, EA_VARIANTS, PRESETS, VARIANTS
 from paper_repro.claims import _ledger
+from tests._recordings import recorded_rows
 
 PRESET = "ea_reverse_seq2seq"
 SMALL = dict(dim=16, num_heads=2, encoder_depth=2, decoder_depth=2)
@@ -175,7 +176,7 @@ def test_the_preset_builds_every_variant_of_table_6(device):
 def test_the_table_6_and_figure_5_claims_are_judged_on_the_recording():
     ledger = _ledger.load("evolving_attention")
     recording = ledger.recordings[PRESET]
-    rows = recording.rows()
+    rows = recorded_rows(recording)
     variants = EA_VARIANTS[PRESET]
     assert f"compare {PRESET} --seeds 0 1 2" in recording.command
     assert sorted((r["variant"], r["seed"]) for r in rows) == sorted((v, s) for v in variants for s in (0, 1, 2))

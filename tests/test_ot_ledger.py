@@ -8,6 +8,8 @@ import re
 
 import pytest
 
+from tests._recordings import recorded_rows
+
 claims = pytest.importorskip("paper_repro.claims", reason="the suite runs beside paper_repro/")
 from paper_repro.claims import _ledger  # noqa: E402
 
@@ -43,7 +45,7 @@ def test_the_dagger_row_is_judged_on_runs_with_the_papers_slight_cost(ledger):
     assert {k: v for k, v in slight.items() if k != "transport_cost"} == {
         k: v for k, v in OT_VARIANTS[preset]["ot"].items() if k != "transport_cost"
     }  # otherwise the OT-Transformer of the preset
-    runs = [row for row in recording.rows() if row["variant"] == claim.b]
+    runs = [row for row in recorded_rows(recording) if row["variant"] == claim.b]
     assert sorted(row["seed"] for row in runs) == [0, 1, 2]
 
 
@@ -54,7 +56,7 @@ def test_the_divergence_notes_state_the_slight_cost_runs_as_recorded(ledger):
         ("s53-unregularized-node-diverges", "node_slight"),
     ):
         claim = _claim(ledger, claim_id)
-        runs = [row for row in ledger.recordings[claim.recording].rows() if row["variant"] == variant]
+        runs = [row for row in recorded_rows(ledger.recordings[claim.recording]) if row["variant"] == variant]
         assert len(runs) == 3
         assert f"{variant}: {sum(row['non_finite'] for row in runs)} of {len(runs)} runs non-finite" in claim.note
 

@@ -52,7 +52,8 @@ def test_every_speed_claim_is_a_timing(ledger, timings):
 def test_every_timing_names_the_papers_baseline_and_the_file_it_reads(ledger, timings):
     for claim in timings:
         assert claim.kind == "qualitative" and claim.baseline and claim.stored == str(te.SPEED_RESULTS)
-        assert (_ledger.ROOT / claim.stored).is_file()
+        results = _ledger.ROOT / claim.stored
+        assert results.is_file() or not results.parent.is_dir()  # (the installed-wheel session has no results/)
         assert _report.source(ledger, claim).startswith(f"recorded in `{claim.stored}` by `{te.SPEED_COMMAND}`")
         assert _report.column(claim).startswith("timing ")  # counted apart from the accuracy verdicts
         if claim.baseline.startswith("the Transformer"):  # Table 4: our rendering of the paper's Transformer
@@ -70,11 +71,17 @@ def test_no_timing_without_a_paper_value(timings):
         assert "not timed" not in claim.paper and "standard" not in (claim.a, claim.b)
 
 
+def _skip_without_the_recorded_times() -> None:
+    if not (_ledger.ROOT / te.SPEED_RESULTS).is_file():
+        pytest.skip(f"{te.SPEED_RESULTS} is not beside this suite")
+
+
 def test_a_parity_cell_is_never_agrees(ledger, timings):
     """A cell of about 1.0× (or two equal cells) prints no speed-up: the claim names the side its measurement lies
     on, so a difference beyond two standard errors either way is "disagrees", and none is "agrees"."""
     parity = [c for c in timings if _parity(c)]
     assert {c.id for c in parity} >= {"t4-speed-fullff-2-3k", "t4-speed-fullff-2-fidelity-3k"}
+    _skip_without_the_recorded_times()
     for claim in parity:
         a, b = getattr(te, claim.samples)()
         judged = _rule.two_standard_errors(a, b)
@@ -92,6 +99,7 @@ def test_the_speed_ups_against_a_parity_cell_disagree(ledger):
     """The audit's case: our auto path seconds faster per step than the Transformer where Table 4 prints 1.0×."""
     claim = next(c for c in ledger.claims if c.id == "t4-speed-fullff-2-3k")
     assert claim.paper == "1.0× over the Transformer" and (claim.a, claim.b) == ("fullFF-2 auto", "materialised")
+    _skip_without_the_recorded_times()
     outcome = _ledger.recompute(ledger, claim)
     assert outcome.verdict == claim.verdict == "disagrees"
     a, b = getattr(te, claim.samples)()

@@ -157,8 +157,7 @@ def _check_flags(entry: dict, where: str) -> None:
     if entry.get("measure") == "timing":
         if entry["class"] != "qualitative" or not entry.get("baseline"):
             raise LedgerError(f"{where}: a timing is a qualitative claim that names the paper's `baseline`")
-        stored = entry.get("stored", "")
-        if entry.get("samples") and not (stored and (ROOT / stored).is_file()):
+        if entry.get("samples") and not entry.get("stored"):  # the samples function reads it, and says if it is missing
             raise LedgerError(f"{where}: a timing's samples name the recorded file they read, `stored`")
 
 
