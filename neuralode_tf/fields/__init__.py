@@ -8,12 +8,14 @@ from .kinetic import TRANSPORT_CONVENTIONS, KineticEnergy
 from .parallel import ParallelField
 from .sharing import WeightSharedField
 from .split import SplitField
+from .stochastic_depth import StochasticDepth
 from .transevolve import RandomFeedForward, TransEvolveAttention, TransEvolveDecoderField, TransEvolveField
 
 __all__ = [
     "SplitField",
     "ParallelField",
     "WeightSharedField",
+    "StochasticDepth",
     "ComposedField",
     "BlockIncrementField",
     "Sublayer",

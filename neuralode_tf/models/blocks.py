@@ -8,11 +8,23 @@ from typing import Any, Literal
 
 from torch import nn
 
-from ..fields import EvolvingAttentionField, EvolvingAttentionStack, SplitField, Sublayer, WeightSharedField
+from ..fields import (
+    EvolvingAttentionField,
+    EvolvingAttentionStack,
+    SplitField,
+    StochasticDepth,
+    Sublayer,
+    WeightSharedField,
+)
 from ..nn import AttentionBranch, EvolvingAttentionBranch, MLPBranch
 from .stack import _stack_field
 
-__all__ = ["transformer_field", "decoder_field"]
+__all__ = ["transformer_field", "decoder_field", "NORM_PLACEMENTS"]
+
+NORM_PLACEMENTS = ("pre", "shared", "output", "post", "none")
+"""Where a block's LayerNorms sit (the ``norm`` of :class:`~neuralode_tf.models.ViT`): ``"pre"`` each branch
+normalises its input, ``"shared"`` one norm feeds both branches, ``"output"`` each branch normalises its output,
+``"post"`` a norm after each residual sum (no field: read as ``"discrete"``), ``"none"`` no norms."""
 
 
 def transformer_field(
@@ -98,6 +110,7 @@ def _transformer_sets(
     activation: Literal["gelu", "relu"] = "gelu",
     attention: Mapping[str, Any] | None = None,
     mlp: Mapping[str, Any] | None = None,
+    drop_path: float = 0.0,
 ) -> list[tuple[nn.Module, ...]]:
     """``num_sets`` (default ``depth``) new blocks ``(attention, MLP)``, or ``(attention,)``.
 
@@ -110,32 +123,53 @@ def _transformer_sets(
       field: read them as ``"discrete"``, ``"composed"`` or ``"node"``.
     * ``norm="none"``: the pre-norm blocks without their LayerNorms (``prenorm=False``), ``u + b(u)`` with
       ``b`` the bare branch: the released OT-Transformer code's Shakespeare run, which switches every norm off.
+    * ``norm="shared"``: one LayerNorm per block that both bare branches read, ``b(LN u)``; in a parallel block
+      ``x + G(LN x) + F(LN x)`` (the parallel block of GPT-J and PaLM).
+    * ``norm="output"``: each bare branch followed by its own LayerNorm, ``LN(b(u))`` (Swin V2's res-post-norm);
+      in a parallel block ``x + LN_1(G(x)) + LN_2(F(x))``.
+
+    The last two keep every sub-layer an increment ``u + b(u)``, so each block is still one step of a field (they
+    are this library's readings of the placements of Zhong et al. 2022, Figure 2, which the paper does not spell out).
 
     ``activation`` (``"gelu"`` or ``"relu"``) is the MLP's; ``attention`` holds further
     :class:`~neuralode_tf.nn.AttentionBranch` keywords (``head_dim``, ``qkv_bias``, ``out_proj``, ``causal``,
     ...) and ``mlp`` further :class:`~neuralode_tf.nn.MLPBranch` keywords (``bias``, ``norm_bias``, ``dropout``).
+    ``drop_path`` > 0 wraps every branch in :class:`~neuralode_tf.fields.StochasticDepth` with that rate at the last
+    of the ``depth`` layers (pre-norm-style blocks only: ``"pre"``, ``"shared"``, ``"output"``, ``"none"``).
     """
     num_sets = depth if num_sets is None else num_sets
     if not (isinstance(depth, int) and isinstance(num_sets, int) and 1 <= num_sets <= depth and depth % num_sets == 0):
         raise ValueError(f"num_sets must be a positive divisor of depth={depth!r}, got num_sets={num_sets!r}")
-    if norm not in ("pre", "post", "none"):
-        raise ValueError(f"norm must be 'pre', 'post' or 'none', got {norm!r}")
-    if evolving is not None and (norm != "pre" or attention):
+    if norm not in NORM_PLACEMENTS:
+        raise ValueError(f"norm must be one of {', '.join(map(repr, NORM_PLACEMENTS))}, got {norm!r}")
+    if evolving is not None and (norm != "pre" or attention or drop_path):
         raise ValueError("evolving attention comes with pre-norm blocks and its own attention settings")
+    if drop_path and norm == "post":
+        raise ValueError("drop_path drops increments of a field; post-norm sub-layers are none")
     prenorm = norm == "pre"
 
-    def sublayer(branch: nn.Module) -> nn.Module:
-        return Sublayer(branch, norm=nn.LayerNorm(dim, eps=1e-6)) if norm == "post" else branch
+    def placed(branch: nn.Module, shared: nn.Module | None) -> nn.Module:
+        if norm == "post":
+            return Sublayer(branch, norm=nn.LayerNorm(dim, eps=1e-6))
+        if shared is not None:
+            branch = nn.Sequential(shared, branch)
+        elif norm == "output":
+            branch = nn.Sequential(branch, nn.LayerNorm(dim))
+        return StochasticDepth(branch, drop_path, depth) if drop_path else branch
 
-    def attend() -> nn.Module:
+    def attend(shared: nn.Module | None) -> nn.Module:
         if evolving is not None:
             return EvolvingAttentionBranch(dim, num_heads, **evolving)
-        return sublayer(AttentionBranch(dim, num_heads, prenorm=prenorm, **dict(attention or {})))
+        return placed(AttentionBranch(dim, num_heads, prenorm=prenorm, **dict(attention or {})), shared)
 
-    def feed_forward() -> nn.Module:
-        return sublayer(MLPBranch(dim, mlp_hidden, activation=activation, prenorm=prenorm, **dict(mlp or {})))
+    def feed_forward(shared: nn.Module | None) -> nn.Module:
+        return placed(MLPBranch(dim, mlp_hidden, activation=activation, prenorm=prenorm, **dict(mlp or {})), shared)
 
-    return [(attend(),) if attention_only else (attend(), feed_forward()) for _ in range(num_sets)]
+    def block() -> tuple[nn.Module, ...]:
+        shared = nn.LayerNorm(dim) if norm == "shared" else None
+        return (attend(shared),) if attention_only else (attend(shared), feed_forward(shared))
+
+    return [block() for _ in range(num_sets)]
 
 
 def decoder_field(

@@ -70,6 +70,20 @@ class ViT(nn.Module):
         evolving: For ``field="evolving"`` (EA-ViT, Wang et al. 2021): settings of the
             :class:`~neuralode_tf.nn.EvolvingAttentionBranch` es, e.g. ``{"alpha": 0.5, "beta": 0.5,
             "kernel_size": 3}`` (default: the branch's defaults).
+        norm: Where each block's LayerNorms sit (:data:`~neuralode_tf.models.blocks.NORM_PLACEMENTS`): ``"pre"``
+            (default) each branch normalises its input, ``x + G(LN_1 x) + F(LN_2 x)`` in a parallel block (Zhong et
+            al. 2022, Figure 2a); ``"shared"`` one norm for both, ``x + G(LN x) + F(LN x)``; ``"output"`` each branch
+            normalises its output, ``x + LN_1(G(x)) + LN_2(F(x))``; ``"post"`` a norm after each residual sum
+            (Vaswani et al. 2017), no field, so ``field="discrete"`` only; ``"none"``. The paper's text does not say
+            what its Figure 2's placements (b) and (c) are; ``"shared"`` and ``"output"`` are this library's choice.
+        dropout: Dropout in training on the attention weights, the attention output and the MLP output of every
+            branch (:class:`~neuralode_tf.nn.AttentionBranch`, :class:`~neuralode_tf.nn.MLPBranch`), drawn afresh at
+            every evaluation of the field (Zhong et al. 2022, Table 2; DeiT's ``drop_rate`` also drops the
+            embeddings and the MLP's hidden layer, this does not).
+        drop_path: Stochastic depth (Huang et al. 2016): the drop probability of the last layer's branches, rising
+            linearly from 0 at the first (:class:`~neuralode_tf.fields.StochasticDepth`, DeiT's ``drop_path_rate``);
+            ``field="split"`` or ``"parallel"`` only, where depth-time counts the layers. With the default unit steps
+            it is the discrete stack's stochastic depth.
         **encoder: Settings of :func:`~neuralode_tf.models.stack_encoder`: ``method``, ``steps``,
             ``step_size`` and any other argument of :func:`~neuralode_tf.solve` (``adjoint``,
             ``backend``, ``rtol``, ...); ``t1``, the end of depth-time (default ``depth``, or 1 for
@@ -100,10 +114,18 @@ class ViT(nn.Module):
         attention: Mapping[str, Any] | None = None,
         field_norm: bool = False,
         evolving: Mapping[str, Any] | None = None,
+        norm: str = "pre",
+        dropout: float = 0.0,
+        drop_path: float = 0.0,
         **encoder: Any,
     ):
         super().__init__()
         evolving = _evolving_settings(field, evolving)
+        if drop_path and field not in ("split", "parallel"):
+            raise ValueError(
+                f"drop_path reads the layer from depth-time, one unit per layer: field 'split' or 'parallel', "
+                f"not {field!r}"
+            )
         self.img_size = (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
         if any(side % patch_size for side in self.img_size):
             raise ValueError(f"img_size={self.img_size} must be divisible by patch_size={patch_size}")
@@ -113,13 +135,26 @@ class ViT(nn.Module):
         sets = _named_field(
             field,
             lambda _: _transformer_sets(
-                dim, heads, depth, mlp_hidden, num_sets, attention_only, evolving, attention=attention
+                dim,
+                heads,
+                depth,
+                mlp_hidden,
+                num_sets,
+                attention_only,
+                evolving,
+                norm=norm,
+                attention={**dict(attention or {}), "dropout": dropout} if dropout else attention,
+                mlp=dict(dropout=dropout) if dropout else None,
+                drop_path=drop_path,
             ),
             num_heads=num_heads,
             mlp_hidden=mlp_hidden,
             num_sets=num_sets,
             attention_only=attention_only,
             attention=attention,
+            norm=None if norm == "pre" else norm,
+            dropout=dropout or None,
+            drop_path=drop_path or None,
         )
         self.patch_embed = nn.Conv2d(in_chans, dim, kernel_size=patch_size, stride=patch_size)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
