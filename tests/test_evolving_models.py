@@ -159,5 +159,5 @@ def test_transformer_field_evolving_and_bad_settings(device):
         ViT(img_size=8, patch_size=4, in_chans=1, num_classes=3, dim=16, depth=2, evolving={"alpha": 0.1})
     with pytest.raises(ValueError, match="transport_cost"):
         ViT(img_size=8, patch_size=4, in_chans=1, num_classes=3, dim=16, depth=2, field="evolving", transport_cost=0.1)
-    with pytest.raises(ValueError, match="unknown field .parallel.; valid: .split., .evolving. or a ready-made field"):
-        Seq2Seq(30, field="parallel")
+    with pytest.raises(ValueError, match="unknown field .composed.; valid: .split., .parallel., .evolving. or a ready"):
+        Seq2Seq(30, field="composed")

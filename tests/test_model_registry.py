@@ -283,6 +283,13 @@ _PRESET_MODELS: dict[str, tuple[Splits, Callable[..., nn.Module], int]] = {
         ),
         353_588,
     ),
+    "zhong_reverse_seq2seq": (
+        _REVERSE,
+        lambda d, **o: Seq2Seq(
+            len(d.vocab), **{**_TINY, "encoder_depth": 3, "decoder_depth": 3, "field": "parallel", **o}
+        ),
+        352_256,
+    ),
     "seq2seq_reverse": (
         _REVERSE,
         lambda d, **o: Seq2Seq(len(d.vocab), **{**_TINY, "encoder_depth": 2, "decoder_depth": 2, **o}),

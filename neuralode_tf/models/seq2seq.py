@@ -1,4 +1,5 @@
-"""A small continuous-depth encoder-decoder transformer (Vaswani et al. 2017)."""
+"""A small continuous-depth encoder-decoder transformer (Vaswani et al. 2017), with sequential (split) or parallel
+layers (Zhong et al. 2022, eq. 4) or evolving attention (Wang et al. 2021)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ from typing import Any
 from torch import Tensor, nn
 
 from ..continuous import ContinuousDepth
-from ..fields import EvolvingAttentionField, EvolvingAttentionStack
-from ..nn import EvolvingAttentionBranch, MLPBranch
-from .blocks import _evolving_settings, decoder_field, transformer_field
+from ..fields import EvolvingAttentionField, EvolvingAttentionStack, ParallelField, SplitField, WeightSharedField
+from ..nn import AttentionBranch, EvolvingAttentionBranch, MLPBranch
+from .blocks import _evolving_settings, _transformer_sets, decoder_field, transformer_field
 from .decoding import EncoderDecoder
-from .stack import _named_field
+from .stack import _default_method, _named_field, _stack_field
 from .text import TokenEmbedding, _padding
 
 __all__ = ["Seq2Seq", "ATTENTIONS"]
@@ -58,7 +59,9 @@ class Seq2Seq(EncoderDecoder):
             own blocks); here one name for both stacks, or a pair ``(encoder field, decoder field)`` of modules
             on ``[0, encoder_depth]`` and ``[0, decoder_depth]``. The names: ``"split"`` (default, vanilla
             attention: :func:`~neuralode_tf.models.transformer_field` and
-            :func:`~neuralode_tf.models.decoder_field`) or ``"evolving"``, the EA-Transformer of Wang et al.
+            :func:`~neuralode_tf.models.decoder_field`, the sequential layers), ``"parallel"`` (Zhong et al.
+            2022, eq. 4, Table 3: the same branches read as one sum, see below) or ``"evolving"``, the EA-Transformer
+            of Wang et al.
             (2021, §4.3): evolving attention in the encoder self-attention, the decoder self-attention and the
             encoder-decoder attention, each with its own convolution (the same builders with ``evolving``
             settings), and skip connections in the encoder only.
@@ -76,11 +79,31 @@ class Seq2Seq(EncoderDecoder):
             0.0}}`` is Table 6's "w/o Encoder Convolution" (Wang et al. 2021, §4.3). With ``β = 0`` an
             attention's convolution is still built but changes nothing: with ``α = 0`` too (the decoder's) the
             attention is vanilla attention.
+        dropout: Dropout probability in ``[0, 1)`` of every :class:`~neuralode_tf.nn.AttentionBranch` (attention
+            weights and output) and :class:`~neuralode_tf.nn.MLPBranch` (output) of both stacks, for ``"split"``
+            and ``"parallel"``. It is drawn afresh at every field evaluation in training mode, so with the default
+            unit steps it is the discrete model's dropout; Fairseq's ``--dropout`` (Zhong et al.'s Table 3) also
+            drops the embeddings, which this does not.
         tie_output: Share the output projection with the target embedding.
         share_embeddings: One embedding table for source and target (needs equal vocabulary sizes).
         method, steps, step_size, **solve_options: Solve settings of both
-            :class:`~neuralode_tf.ContinuousDepth` stacks. The default, ``lie_trotter`` with one
-            Euler step per unit of time, is the discrete pre-norm transformer.
+            :class:`~neuralode_tf.ContinuousDepth` stacks. ``method=None`` goes by the kind of field, as
+            :func:`~neuralode_tf.models.stack_encoder`: ``lie_trotter`` (split, evolving), ``euler`` (parallel),
+            with one step per unit of time: the discrete pre-norm transformer, or its parallel layers.
+
+    ``field="parallel"`` is Zhong et al.'s (2022, eq. 4) parallel layer in both stacks:
+
+    .. math::
+
+        \\frac{dx}{dt} = G(x) + F(x), \\qquad
+        \\frac{dy}{dt} = \\mathrm{SA}(y) + \\mathrm{CA}(y; m) + F'(y)
+
+    with the encoder's attention ``G`` and MLP ``F``, the decoder's causal self-attention ``SA``, encoder-decoder
+    attention ``CA`` and MLP ``F'`` (:class:`~neuralode_tf.fields.ParallelField` s). One Euler step of size 1 per
+    layer is ``x + G(x) + F(x)`` and ``y + SA(y) + CA(y; m) + F'(y)``, all branches reading the same state, where
+    in the sequential layers (``"split"``, one Lie-Trotter step) each branch reads the state its predecessor
+    updated. Same parameters and, from the same seed, the same weights; the decoder stays causal in the target
+    positions. Zhong et al. compare the two in translation at dropout 0 and 0.1 (Table 3).
 
     The parameter count is ``sum(p.numel() for p in model.parameters())`` (a tied matrix counts once).
     """
@@ -98,9 +121,10 @@ class Seq2Seq(EncoderDecoder):
         num_sets: int | None = None,
         mlp_hidden: int | None = None,
         evolving: Mapping[str, Any] | None = None,
+        dropout: float = 0.0,
         tie_output: bool = True,
         share_embeddings: bool = False,
-        method: str = "lie_trotter",
+        method: str | None = None,
         steps: int | None = None,
         step_size: float | None = None,
         **solve_options: Any,
@@ -113,12 +137,20 @@ class Seq2Seq(EncoderDecoder):
                 f"tgt_vocab_size={tgt_vocab_size}"
             )
         settings = _attention_settings(_evolving_settings(field, evolving))
+        if isinstance(dropout, bool) or not (isinstance(dropout, (int, float)) and 0.0 <= dropout < 1.0):
+            raise ValueError(f"dropout must be a probability in [0, 1), got {dropout!r}")
+        if dropout and field == "evolving":
+            raise ValueError("dropout= is for field='split' or 'parallel'; evolving attention takes none")
 
         def build(name: str) -> tuple[nn.Module, nn.Module]:
             own: dict[str, Any] = dict(num_sets=num_sets, mlp_hidden=mlp_hidden)
             if settings is None:
-                encoder = transformer_field(dim, encoder_depth, num_heads, field=name, **own)
-                return encoder, decoder_field(dim, num_heads, decoder_depth, **own)
+                sets = _transformer_sets(
+                    dim, num_heads, encoder_depth, mlp_hidden, num_sets, False,
+                    attention=dict(dropout=dropout), mlp=dict(dropout=dropout),
+                )  # fmt: skip
+                encoder = _stack_field(sets, encoder_depth, name, True)  # transformer_field's, with dropout
+                return encoder, _vanilla_decoder(dim, num_heads, decoder_depth, name, float(dropout), **own)
             encoder = transformer_field(dim, encoder_depth, num_heads, field=name, evolving=settings["encoder"], **own)
             if settings["decoder"] == settings["encoder_decoder"]:
                 decoder = decoder_field(dim, num_heads, decoder_depth, evolving=settings["decoder"], **own)
@@ -126,17 +158,22 @@ class Seq2Seq(EncoderDecoder):
                 decoder = _evolving_decoder(dim, num_heads, decoder_depth, settings, **own)
             return encoder, decoder
 
-        fields = _named_field(field, build, valid=("split", "evolving"), num_sets=num_sets, mlp_hidden=mlp_hidden)
+        block_settings = dict(num_sets=num_sets, mlp_hidden=mlp_hidden, dropout=dropout or None)
+        fields = _named_field(field, build, valid=("split", "parallel", "evolving"), **block_settings)
         if fields is None:
             if not (isinstance(field, tuple) and len(field) == 2 and all(isinstance(f, nn.Module) for f in field)):
                 raise TypeError(f"Seq2Seq's ready-made field is a pair (encoder field, decoder field), got {field!r}")
             fields = field
         encoder, decoder = fields
-        solve_options.update(method=method, steps=steps, step_size=step_size)
+        solve_options.update(steps=steps, step_size=step_size)
         self.src_embed = TokenEmbedding(src_vocab_size, dim)
         self.tgt_embed = self.src_embed if share_embeddings else TokenEmbedding(tgt_vocab_size, dim)
-        self.encoder = ContinuousDepth(encoder, t1=encoder_depth, **solve_options)
-        self.decoder = ContinuousDepth(decoder, t1=decoder_depth, **solve_options)
+        self.encoder = ContinuousDepth(
+            encoder, t1=encoder_depth, method=method or _default_method(encoder), **solve_options
+        )
+        self.decoder = ContinuousDepth(
+            decoder, t1=decoder_depth, method=method or _default_method(decoder), **solve_options
+        )
         self.encoder_norm = nn.LayerNorm(dim)
         self.decoder_norm = nn.LayerNorm(dim)
         self.output = nn.Linear(dim, tgt_vocab_size, bias=False)
@@ -191,6 +228,25 @@ def _attention_settings(evolving: dict[str, Any] | None) -> dict[str, dict[str, 
         "decoder": {**decoder, **own["decoder"]},
         "encoder_decoder": {**decoder, **own["encoder_decoder"]},
     }
+
+
+def _vanilla_decoder(
+    dim: int, num_heads: int, depth: int, field: str, dropout: float, *, num_sets: int | None, mlp_hidden: int | None
+) -> WeightSharedField:
+    """:func:`~neuralode_tf.models.decoder_field`'s vanilla decoder (built in the same order, so from the same seed
+    the same weights), its blocks read as ``field``: ``"split"`` (:class:`~neuralode_tf.fields.SplitField`, the
+    sequential decoder block) or ``"parallel"`` (:class:`~neuralode_tf.fields.ParallelField`: one Euler step of size
+    1 is ``y + SA(y) + CA(y; m) + F(y)``, Zhong et al. 2022, eq. 4), every branch with ``dropout``."""
+    layer = ParallelField if field == "parallel" else SplitField
+    blocks = [
+        layer(
+            AttentionBranch(dim, num_heads, causal=True, dropout=dropout),
+            AttentionBranch(dim, num_heads, context_dim=dim, dropout=dropout),
+            MLPBranch(dim, mlp_hidden, dropout=dropout),
+        )
+        for _ in range(num_sets or depth)
+    ]
+    return WeightSharedField(blocks, depth)
 
 
 def _evolving_decoder(

@@ -38,6 +38,7 @@ __all__ = [
     "TRANSEVOLVE_LISTOPS_VARIANTS",
     "EA_VARIANTS",
     "EA_REVERSE",
+    "ZHONG_REVERSE_VARIANTS",
     "VARIANTS",
 ]
 
@@ -132,6 +133,26 @@ Not tuned here.
 """
 
 
+_ZHONG_REVERSE_MODEL = dict(encoder_depth=3, decoder_depth=3, field="parallel")
+
+
+def _zhong_seq2seq(data: Splits, **overrides: Any) -> nn.Module:
+    """Zhong et al.'s (2022) Table 3 at toy scale: ``ea_reverse_seq2seq``'s ``vanilla`` model (the registered
+    ``seq2seq_reverse``, d = 64, 4 heads, 3 + 3 pre-norm blocks), by default with the parallel layers of eq. 4."""
+    return create_model("seq2seq_reverse", **{**pairs(data), **_ZHONG_REVERSE_MODEL, **overrides})
+
+
+ZHONG_REVERSE_VARIANTS: dict[str, dict[str, Any]] = {
+    f"{layer}{suffix}": dict(field=field, dropout=dropout)
+    for layer, field in (("sequential", "split"), ("parallel", "parallel"))
+    for suffix, dropout in (("", 0.0), ("_dropout", 0.1))
+}
+"""Zhong et al. (2022), Table 3, on the translation stand-in: the sequential layers (``split``, Lie-Trotter: the
+discrete pre-norm transformer) and the parallel ones (``parallel``, Euler: ``x + G(x) + F(x)`` in the encoder,
+``y + SA(y) + CA(y; m) + F(y)`` in the decoder), each with dropout 0 and 0.1 (``_dropout``), as ``zhong_lm_tweets_char``
+names Table 4's."""
+
+
 _ROWS: list[tuple[str, str, str, Callable[..., nn.Module], dict[str, Any]]] = [
     # name, description, dataset, model, settings (TrainConfig fields; "data": the dataset's options)
     (
@@ -207,6 +228,14 @@ _ROWS: list[tuple[str, str, str, Callable[..., nn.Module], dict[str, Any]]] = [
         dict(epochs=10, batch_size=64, lr=1e-3, warmup_steps=50, data=dict(min_length=10, max_length=20)),
     ),
     (
+        "zhong_reverse_seq2seq",
+        "Zhong et al. Table 3 reduced: sequential vs parallel encoder-decoder layers (d=64, 3+3 blocks), dropout 0 / "
+        "0.1, reversing sequences of 10-20 symbols (translation stand-in); variants sequential, parallel, *_dropout",
+        "reverse",
+        _zhong_seq2seq,
+        dict(epochs=10, batch_size=64, lr=1e-3, warmup_steps=50, data=dict(min_length=10, max_length=20)),
+    ),
+    (
         "seq2seq_reverse",
         "encoder-decoder (d=64, 2+2 blocks) reversing symbol sequences",
         "reverse",
@@ -249,6 +278,7 @@ VARIANTS: dict[str, dict[str, dict[str, Any]]] = {
     "transevolve_listops": TRANSEVOLVE_LISTOPS_VARIANTS,
     "transevolve_reverse": TRANSEVOLVE_LISTOPS_VARIANTS,
     **EA_VARIANTS,
+    "zhong_reverse_seq2seq": ZHONG_REVERSE_VARIANTS,
     **LM_VARIANTS,
     **BERT_VARIANTS,
     **IMAGENET_VARIANTS,
