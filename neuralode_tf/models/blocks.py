@@ -11,13 +11,12 @@ from torch import nn
 from ..fields import (
     EvolvingAttentionField,
     EvolvingAttentionStack,
-    SplitField,
     StochasticDepth,
     Sublayer,
     WeightSharedField,
 )
 from ..nn import AttentionBranch, EvolvingAttentionBranch, MLPBranch
-from .stack import _stack_field
+from .stack import _SUMS, _stack_field
 
 __all__ = ["transformer_field", "decoder_field", "NORM_PLACEMENTS"]
 
@@ -39,6 +38,7 @@ def transformer_field(
     inner_residuals: bool = True,
     evolving: Mapping[str, Any] | None = None,
     causal: bool = False,
+    dropout: float = 0.0,
 ) -> nn.Module:
     """The field of a ``depth``-layer pre-norm transformer stack, built from new branches.
 
@@ -78,12 +78,26 @@ def transformer_field(
         causal: Causal self-attention (a decoder-only stack): the field at position ``i`` reads positions
             ``≤ i`` only, in every reading, and so does every fixed-grid solve of it
             (:mod:`neuralode_tf.numerics.causality`).
+        dropout: Dropout of every vanilla branch (attention weights and output, MLP output), drawn afresh at every
+            evaluation in training; with unit steps the discrete stack's dropout.
     """
     evolving = _evolving_settings(field, evolving)
     if evolving is not None and causal:
         evolving = {**evolving, "causal": True}
-    attention = dict(causal=True) if causal and evolving is None else None
-    sets = _transformer_sets(dim, num_heads, depth, mlp_hidden, num_sets, attention_only, evolving, attention=attention)
+    attention: dict[str, Any] = dict(causal=True) if causal and evolving is None else {}
+    if dropout:
+        attention["dropout"] = dropout
+    sets = _transformer_sets(
+        dim,
+        num_heads,
+        depth,
+        mlp_hidden,
+        num_sets,
+        attention_only,
+        evolving,
+        attention=attention or None,
+        mlp=dict(dropout=dropout) if dropout else None,
+    )
     return _stack_field(sets, depth, field, inner_residuals)
 
 
@@ -180,6 +194,8 @@ def decoder_field(
     num_sets: int | None = None,
     mlp_hidden: int | None = None,
     evolving: Mapping[str, Any] | None = None,
+    field: str = "split",
+    dropout: float = 0.0,
 ) -> WeightSharedField | EvolvingAttentionStack:
     """The pre-norm transformer decoder as a field on ``[0, depth]``.
 
@@ -196,6 +212,11 @@ def decoder_field(
     (:mod:`neuralode_tf.numerics.causality`; :meth:`~neuralode_tf.models.EncoderDecoder.forward` with
     ``causal_prefixes=True``).
 
+    ``field="parallel"`` reads the same blocks as :class:`~neuralode_tf.fields.ParallelField` s: one Euler step of
+    size 1 is ``y + SA(y) + CA(y; m) + F(y)``, every branch reading the same state (Zhong et al. 2022, eq. 4), still
+    causal. ``dropout`` is every branch's (:class:`~neuralode_tf.nn.AttentionBranch`,
+    :class:`~neuralode_tf.nn.MLPBranch`), drawn afresh at every evaluation in training.
+
     With ``evolving`` settings (a dict, possibly empty) both attentions are
     :class:`~neuralode_tf.nn.EvolvingAttentionBranch` es with those settings and ``causal=True``: the
     decoder convolutions of Wang et al. (2021, §3.5, Fig. 3(b) and 3(c)), which read no later target
@@ -204,12 +225,16 @@ def decoder_field(
     are used as given; the paper's decoder has no skip connection, ``alpha=0`` (§4.3), which
     :class:`~neuralode_tf.models.Seq2Seq` ``(field="evolving")`` passes.
     """
+    if field not in _SUMS:
+        raise ValueError(f"decoder_field reads its blocks as 'split' or 'parallel', not {field!r}")
+    if evolving is not None and (field != "split" or dropout):
+        raise ValueError("an evolving decoder's blocks are read as 'split' and take no dropout")
     if evolving is None:
         blocks = [
-            SplitField(
-                AttentionBranch(dim, num_heads, causal=True),
-                AttentionBranch(dim, num_heads, context_dim=dim),
-                MLPBranch(dim, mlp_hidden),
+            _SUMS[field](
+                AttentionBranch(dim, num_heads, causal=True, dropout=dropout),
+                AttentionBranch(dim, num_heads, context_dim=dim, dropout=dropout),
+                MLPBranch(dim, mlp_hidden, dropout=dropout),
             )
             for _ in range(num_sets or depth)
         ]

@@ -9,11 +9,11 @@ from typing import Any
 from torch import Tensor, nn
 
 from ..continuous import ContinuousDepth
-from ..fields import EvolvingAttentionField, EvolvingAttentionStack, ParallelField, SplitField, WeightSharedField
-from ..nn import AttentionBranch, EvolvingAttentionBranch, MLPBranch
-from .blocks import _evolving_settings, _transformer_sets, decoder_field, transformer_field
+from ..fields import EvolvingAttentionField, EvolvingAttentionStack
+from ..nn import EvolvingAttentionBranch, MLPBranch
+from .blocks import _evolving_settings, decoder_field, transformer_field
 from .decoding import EncoderDecoder
-from .stack import _default_method, _named_field, _stack_field
+from .stack import _default_method, _named_field
 from .text import TokenEmbedding, _padding
 
 __all__ = ["Seq2Seq", "ATTENTIONS"]
@@ -145,12 +145,8 @@ class Seq2Seq(EncoderDecoder):
         def build(name: str) -> tuple[nn.Module, nn.Module]:
             own: dict[str, Any] = dict(num_sets=num_sets, mlp_hidden=mlp_hidden)
             if settings is None:
-                sets = _transformer_sets(
-                    dim, num_heads, encoder_depth, mlp_hidden, num_sets, False,
-                    attention=dict(dropout=dropout), mlp=dict(dropout=dropout),
-                )  # fmt: skip
-                encoder = _stack_field(sets, encoder_depth, name, True)  # transformer_field's, with dropout
-                return encoder, _vanilla_decoder(dim, num_heads, decoder_depth, name, float(dropout), **own)
+                encoder = transformer_field(dim, encoder_depth, num_heads, field=name, dropout=dropout, **own)
+                return encoder, decoder_field(dim, num_heads, decoder_depth, field=name, dropout=dropout, **own)
             encoder = transformer_field(dim, encoder_depth, num_heads, field=name, evolving=settings["encoder"], **own)
             if settings["decoder"] == settings["encoder_decoder"]:
                 decoder = decoder_field(dim, num_heads, decoder_depth, evolving=settings["decoder"], **own)
@@ -228,25 +224,6 @@ def _attention_settings(evolving: dict[str, Any] | None) -> dict[str, dict[str, 
         "decoder": {**decoder, **own["decoder"]},
         "encoder_decoder": {**decoder, **own["encoder_decoder"]},
     }
-
-
-def _vanilla_decoder(
-    dim: int, num_heads: int, depth: int, field: str, dropout: float, *, num_sets: int | None, mlp_hidden: int | None
-) -> WeightSharedField:
-    """:func:`~neuralode_tf.models.decoder_field`'s vanilla decoder (built in the same order, so from the same seed
-    the same weights), its blocks read as ``field``: ``"split"`` (:class:`~neuralode_tf.fields.SplitField`, the
-    sequential decoder block) or ``"parallel"`` (:class:`~neuralode_tf.fields.ParallelField`: one Euler step of size
-    1 is ``y + SA(y) + CA(y; m) + F(y)``, Zhong et al. 2022, eq. 4), every branch with ``dropout``."""
-    layer = ParallelField if field == "parallel" else SplitField
-    blocks = [
-        layer(
-            AttentionBranch(dim, num_heads, causal=True, dropout=dropout),
-            AttentionBranch(dim, num_heads, context_dim=dim, dropout=dropout),
-            MLPBranch(dim, mlp_hidden, dropout=dropout),
-        )
-        for _ in range(num_sets or depth)
-    ]
-    return WeightSharedField(blocks, depth)
 
 
 def _evolving_decoder(
