@@ -9,7 +9,7 @@ from typing import Any
 from torch import nn
 
 from ..data import STAND_INS, Splits, load
-from .config import ConfigError, TrainConfig, base_settings
+from .config import PRESET_CONFIGS, ConfigError, TrainConfig, base_settings
 
 __all__ = ["Preset", "make_preset"]
 
@@ -53,4 +53,6 @@ def make_preset(description: str, dataset: str, model: Callable[..., nn.Module],
     """A :class:`Preset`; ``settings`` are :class:`TrainConfig` fields (the others take their base values, see
     :func:`~neuralode_tf.train.config.base_settings`), and ``data`` the dataset's options."""
     options = settings.pop("data", {})
-    return Preset(description, dataset, options, model, TrainConfig(**{**base_settings(name), **settings}))
+    preset = Preset(description, dataset, options, model, TrainConfig(**{**base_settings(name), **settings}))
+    PRESET_CONFIGS[name] = preset.config  # TrainConfig(name) reads it from there
+    return preset

@@ -34,6 +34,7 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "warmup_steps": (lambda v: v >= 0, ">= 0"),
     "grad_clip": (lambda v: 0 <= v < float("inf"), "a finite number >= 0 (0: no clipping)"),
     "checkpoint_every": (lambda v: v >= 0, ">= 0 (0: at the end only)"),
+    "eval_every": (lambda v: v >= 0, ">= 0 (0: the test split at the end only)"),
     "max_steps": (lambda v: v is None or v >= 1, "None or >= 1"),
     "threads": (lambda v: v is None or v >= 1, "None (the CPUs available) or >= 1"),
     "device": (lambda v: v in ("auto", "cpu", "cuda") or v.startswith("cuda:"), "'auto', 'cpu', 'cuda' or 'cuda:N'"),
@@ -103,6 +104,11 @@ class TrainConfig:
             this process may use, its affinity mask and cgroup quota, shared among a ``torchrun`` job's local
             processes). Torch's own setting is restored afterwards; the number used is ``result["threads"]``.
         eval_batch_size: Batch size of the evaluation on the test split (256).
+        eval_every: Evaluate the test split every this many epochs as well, in eval mode and without touching the
+            random state, so training is unchanged: the test accuracy and mean test loss go to the columns
+            ``test_accuracy`` and ``test_loss`` of ``metrics.csv`` at the last step of each such epoch and of the
+            run (NaN on the other steps) and to the learning curves of ``neuralode-tf compare``, for learning-curve
+            figures such as Kan et al.'s (2025) Figures 2-5 (0: only at the end, no such columns) (0).
         progress: Show the tqdm bar and print the result (True).
         model, data: Overrides of the model builder's and the dataset's keywords (``{}``).
 
@@ -132,6 +138,7 @@ class TrainConfig:
     device: str = _setting("auto")
     threads: int | None = _setting(None)
     eval_batch_size: int = _setting(256)
+    eval_every: int = _setting(0)
     progress: bool = _setting(True)
     model: dict[str, Any] = _setting({})
     data: dict[str, Any] = _setting({})
@@ -173,12 +180,15 @@ def base_settings(preset: str) -> dict[str, Any]:
     return {**base, "preset": preset, "out_dir": f"runs/{preset}"}
 
 
-def _preset_config(name: Any) -> TrainConfig:
-    from .presets import PRESETS  # the presets' configs are built with this module
+PRESET_CONFIGS: dict[str, TrainConfig] = {}
+"""Each preset's run by name, which unset fields are filled from. :func:`~neuralode_tf.train._preset.make_preset`
+adds every preset it makes, so this module imports none of them (the presets are built from it)."""
 
-    if name not in PRESETS:
-        raise ConfigError(f"unknown preset {name!r}; valid: {', '.join(PRESETS)}")
-    return PRESETS[name].config
+
+def _preset_config(name: Any) -> TrainConfig:
+    if name not in PRESET_CONFIGS:
+        raise ConfigError(f"unknown preset {name!r}; valid: {', '.join(PRESET_CONFIGS)}")
+    return PRESET_CONFIGS[name]
 
 
 def _kinds(hint: Any) -> tuple[type, ...]:
