@@ -5,7 +5,8 @@ The layers, top to bottom (the README's architecture sketch draws the same):
     train, notebook  ->  models  ->  continuous (ContinuousDepth)  ->  fields  ->  nn  ->  _checks  ->  numerics
     ->  protocols, data, flops  ->  _typing
 
-A unit may import its own modules and any unit below it, never one above. A new top-level module or
+A unit may import its own modules and any unit below it, never one above, and no module may import itself back
+through others (no import cycle, inside a unit either; imports under ``if TYPE_CHECKING:`` do not run). A new top-level module or
 subpackage must be placed in ``_LAYERS`` here, which is the point: its place is a decision.
 """
 
@@ -49,12 +50,23 @@ def _unit(dotted: str) -> str:
     return parts[1] if len(parts) > 1 else "__init__"
 
 
-def _imports(path: Path) -> set[str]:
-    """The ``neuralode_tf...`` modules (or module.name) that ``path`` imports, as absolute dotted names."""
+def _imports(path: Path, *, runtime: bool = False) -> set[str]:
+    """The ``neuralode_tf...`` modules (or module.name) that ``path`` imports, as absolute dotted names; with
+    ``runtime``, leaving out those under ``if TYPE_CHECKING:``, which only a type checker reads."""
     relative = path.relative_to(PACKAGE.parent).with_suffix("")
     package = list(relative.parts[:-1]) if path.name != "__init__.py" else list(relative.parts[:-1])
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if runtime and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for statement in node.body
+        for inner in ast.walk(statement)
+    }
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.ImportFrom):
             base = package[: len(package) - node.level + 1] if node.level else []
             target = ".".join(base + ([node.module] if node.module else []))
@@ -83,6 +95,68 @@ def test_modules_import_only_downward(path: Path):
         if other != unit and _RANK[other] >= _RANK[unit]:
             upward.append(f"{target} (layer {_RANK[other]}, this module's: {_RANK[unit]})")
     assert not upward, f"{path.relative_to(PACKAGE)} imports sideways or upward: {upward}"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_cycles() -> list[list[str]]:
+    """The strongly connected components of more than one module in the graph of runtime imports (a function's
+    import counts: it runs when called), by Tarjan's algorithm."""
+    modules = {_module_name(path): path for path in _modules()}
+
+    def module_of(target: str) -> str:  # "neuralode_tf.fields.SplitField" -> "neuralode_tf.fields"
+        while target not in modules:
+            target = target.rpartition(".")[0]
+        return target
+
+    graph = {name: {module_of(t) for t in _imports(path, runtime=True)} - {name} for name, path in modules.items()}
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(name: str) -> None:
+        order[name] = low[name] = len(order)
+        stack.append(name)
+        for other in graph[name]:
+            if other not in order:
+                visit(other)
+                low[name] = min(low[name], low[other])
+            elif other in stack:
+                low[name] = min(low[name], order[other])
+        if low[name] == order[name]:
+            component = stack[stack.index(name) :]
+            del stack[stack.index(name) :]
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for name in sorted(graph):
+        if name not in order:
+            visit(name)
+    return cycles
+
+
+def test_no_import_cycle_inside_a_package():
+    """No module imports, directly or through others, a module that imports it back: within a package too, where
+    the layering test above does not look (a preset table and the config it is built from once formed one)."""
+    assert _import_cycles() == []
+
+
+def test_the_cycle_finder_finds_a_cycle(tmp_path, monkeypatch):
+    """The finder itself: two modules that import each other (one inside a function) form a cycle; an import
+    under ``if TYPE_CHECKING:`` does not."""
+    package = tmp_path / "neuralode_tf"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("def f():\n    from .b import g\n")
+    (package / "b.py").write_text("from .a import f\n")
+    (package / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .d import h\n")
+    (package / "d.py").write_text("from .c import TYPE_CHECKING\n")
+    monkeypatch.setitem(globals(), "PACKAGE", package)
+    assert _import_cycles() == [["neuralode_tf.a", "neuralode_tf.b"]]
 
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
