@@ -256,12 +256,13 @@ def preset_parameters(preset: str) -> dict[str, int]:
         from transformers import BertConfig, BertForSequenceClassification
 
         from neuralode_tf.models import from_transformers
-        from neuralode_tf.train.presets_bert import EA_BERT, _ablations
+        from neuralode_tf.train.presets._ablations import ablations
+        from neuralode_tf.train.presets.bert import EA_BERT
 
         shape = dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=4, intermediate_size=512)
         config = BertConfig(vocab_size=8000, max_position_embeddings=128, num_labels=3, **shape)
         counts = {}
-        for variant, evolving in _ablations(EA_BERT).items():
+        for variant, evolving in ablations(EA_BERT).items():
             model = from_transformers(BertForSequenceClassification(config), evolving=evolving)
             counts[variant] = sum(p.numel() for p in model.parameters())
         return counts

@@ -6,8 +6,8 @@ The layers, top to bottom (the README's architecture sketch draws the same):
     ->  protocols, data, flops  ->  _typing
 
 A unit may import its own modules and any unit below it, never one above, and no module may import itself back
-through others (no import cycle, inside a unit either; imports under ``if TYPE_CHECKING:`` do not run). A new top-level module or
-subpackage must be placed in ``_LAYERS`` here, which is the point: its place is a decision.
+through others (no import cycle, inside a unit either; imports under ``if TYPE_CHECKING:`` do not run). A new
+top-level module or subpackage must be placed in ``_LAYERS`` here, which is the point: its place is a decision.
 """
 
 from __future__ import annotations

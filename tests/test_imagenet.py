@@ -29,7 +29,7 @@ from neuralode_tf.data import (  # noqa: E402
 from neuralode_tf.data.imagenet import IMAGENET_MEAN, IMAGENET_STD, FolderImages  # noqa: E402
 from neuralode_tf.train import PRESETS, VARIANTS, ScheduleWarning, TrainConfig, load_checkpoint  # noqa: E402
 from neuralode_tf.train.cli import main  # noqa: E402
-from neuralode_tf.train.presets_imagenet import IMAGENET_PRESETS, IMAGENET_VARIANTS  # noqa: E402
+from neuralode_tf.train.presets.imagenet import IMAGENET_PRESETS, IMAGENET_VARIANTS  # noqa: E402
 
 pytestmark = pytest.mark.cpu_only("reads image files and trains through the command line")
 

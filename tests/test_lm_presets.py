@@ -19,7 +19,7 @@ from neuralode_tf.train import PRESETS, VARIANTS, ConfigError, TrainConfig, load
 from neuralode_tf.train._evaluation import perplexity
 from neuralode_tf.train.cli import main
 from neuralode_tf.train.loop import _accumulate
-from neuralode_tf.train.presets_lm import LM_PRESETS, LM_VARIANTS
+from neuralode_tf.train.presets.lm import LM_PRESETS, LM_VARIANTS
 from neuralode_tf.train.tasks import Task, build_task
 
 pytestmark = pytest.mark.cpu_only("trains tiny models for seconds")

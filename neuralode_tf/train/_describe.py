@@ -17,8 +17,8 @@ from torch import nn
 from ..data import DATASETS, Splits
 from ..models import stack_encoder
 from ..numerics import solve
-from ._preset import Preset
 from .config import ConfigError, TrainConfig
+from .presets import Preset
 
 __all__ = ["ModelKeys", "model_keys", "data_keys", "describe"]
 

@@ -8,8 +8,9 @@ from typing import Any
 
 from torch import nn
 
-from ..data import Splits, TensorSplit
-from ..models import continuous_resnet, create_model
+from ...data import Splits, TensorSplit
+from ...models import continuous_resnet, create_model
+from ._ablations import ABLATIONS
 
 __all__ = ["registered", "resnet", "classes", "images", "tokens", "pairs", "AA_RESNET_ABLATIONS"]
 
@@ -43,11 +44,7 @@ def _build_resnet(name: str, data: Splits, **overrides: Any) -> nn.Module:
 
 AA_RESNET_ABLATIONS: dict[str, dict[str, Any]] = {
     "aa": dict(evolving=False),
-    "ea": dict(evolving=True),
-    "no_convolution": dict(evolving=True, beta=0.0),
-    "no_skip": dict(evolving=True, alpha=0.0),
-    "kernel_1x1": dict(evolving=True, kernel_size=1),
-    "kernel_5x5": dict(evolving=True, kernel_size=5),
+    **{name: dict(evolving=True, **change) for name, change in ABLATIONS.items()},
 }
 """Wang et al.'s Table 2 as model overrides of an :func:`~neuralode_tf.models.aa_resnet`: AA-ResNet (``aa``),
 EA-AA-ResNet (``ea``, the registered ``α = 0.5, β = 1``, 3x3) and its ablations ``no_convolution`` (``β = 0``),

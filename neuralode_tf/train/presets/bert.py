@@ -51,11 +51,12 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from ..data import Splits
-from ..data.splits import Text
-from ..models import from_transformers
-from ._preset import Preset, make_preset
-from .config import ConfigError
+from ...data import Splits
+from ...data.splits import Text
+from ...models import from_transformers
+from ..config import ConfigError
+from ._ablations import ablations
+from ._registry import Preset, register_preset, register_variants
 
 __all__ = ["BERT_PRESETS", "BERT_VARIANTS", "EA_BERT", "PretrainedTextClassifier"]
 
@@ -66,19 +67,6 @@ _LAYOUT = (
     "a folder written by save_pretrained: config.json, the weights (model.safetensors or pytorch_model.bin) and the "
     "tokenizer's files (tokenizer_config.json with tokenizer.json, or vocab.txt, or vocab.json and merges.txt)"
 )
-
-
-def _ablations(ea: Mapping[str, Any]) -> dict[str, dict[str, Any] | None]:
-    """Table 4's models as ``from_transformers``'s ``evolving``: none (the checkpoint's model), ``ea``, and the
-    ablations without convolution (``β = 0``), without skip (``α = 0``), with 1x1 and 5x5 kernels."""
-    return {
-        "vanilla": None,
-        "ea": dict(ea),
-        "no_convolution": {**ea, "beta": 0.0},
-        "no_skip": {**ea, "alpha": 0.0},
-        "kernel_1x1": {**ea, "kernel_size": 1},
-        "kernel_5x5": {**ea, "kernel_size": 5},
-    }
 
 
 class PretrainedTextClassifier(nn.Module):
@@ -168,7 +156,7 @@ def _ea_bert(
     **overrides: Any,
 ) -> nn.Module:
     """The preset's model: ``variant`` of :func:`_ablations` around ``alpha``, ``beta`` and ``kernel_size``."""
-    variants = _ablations(dict(alpha=alpha, beta=beta, kernel_size=kernel_size))
+    variants = ablations(dict(alpha=alpha, beta=beta, kernel_size=kernel_size))
     if variant not in variants:
         raise ValueError(f"unknown variant {variant!r}; valid: {', '.join(variants)}")
     num_labels = data.num_classes or 1  # one output for a regression (STS-B)
@@ -179,23 +167,23 @@ def _ea_bert(
 _FINE_TUNING: dict[str, Any] = dict(batch_size=16, lr=2e-5, weight_decay=0.01, eval_batch_size=64)
 
 BERT_PRESETS: dict[str, Preset] = {
-    "ea_bert_tweets": make_preset(
+    "ea_bert_tweets": register_preset(
+        "ea_bert_tweets",
         "EA-BERT (Wang et al. §4.2): fine-tune a local BERT/RoBERTa checkpoint with evolving attention (α=β=0.1, 3x3) "
         "on the tweets, 3 classes; variants of Table 4; needs model.checkpoint=<folder of save_pretrained>",
         "tweets_raw",
         _ea_bert,
-        "ea_bert_tweets",
         epochs=2,
         warmup_steps=380,
         **_FINE_TUNING,
     ),
-    "ea_bert_glue": make_preset(
+    "ea_bert_glue": register_preset(
+        "ea_bert_glue",
         "EA-BERT (Wang et al. §4.2, Tables 3-4): fine-tune a local BERT/RoBERTa checkpoint with evolving attention on "
         "a GLUE task (data.task=cola, sst2, mrpc, stsb, qqp, mnli, mnli_mismatched, qnli, rte, wnli), scored on its "
         "development set; needs model.checkpoint=<folder> and data.root=<glue_data>",
         "glue",
         _ea_bert,
-        "ea_bert_glue",
         epochs=3,
         data={"task": "cola"},
         **_FINE_TUNING,
@@ -204,7 +192,10 @@ BERT_PRESETS: dict[str, Preset] = {
 """The EA-BERT presets (see the module docstring); :data:`~neuralode_tf.train.PRESETS` lists them."""
 
 BERT_VARIANTS: dict[str, dict[str, dict[str, Any]]] = {
-    name: {variant: {"variant": variant} for variant in _ablations(EA_BERT)} for name in BERT_PRESETS
+    name: {variant: {"variant": variant} for variant in ablations(EA_BERT)} for name in BERT_PRESETS
 }
+
 """Table 4's models for ``neuralode-tf compare ea_bert_tweets`` and ``ea_bert_glue``, as ``model.variant``
 overrides."""
+
+register_variants(BERT_VARIANTS)

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._models import AA_RESNET_ABLATIONS, resnet
-from ._preset import Preset, make_preset
+from ._builders import AA_RESNET_ABLATIONS, resnet
+from ._registry import Preset, register_preset, register_variants
 
 __all__ = ["IMAGENET_PRESETS", "IMAGENET_VARIANTS"]
 
@@ -62,7 +62,7 @@ def _preset(depth: int, evolving: bool) -> Preset:
         "torchrun x8), SGD momentum 0.9, lr 0 -> 0.128 in 5 epochs, /10 at 30, 60, 80, 90, weight decay 1e-4; "
         "needs data.root=<folder of train/ and val/>"
     )
-    return make_preset(description, "imagenet", resnet(model), f"{model}_imagenet", **_PAPER)
+    return register_preset(f"{model}_imagenet", description, "imagenet", resnet(model), **_PAPER)
 
 
 IMAGENET_PRESETS: dict[str, Preset] = {
@@ -82,3 +82,5 @@ IMAGENET_VARIANTS: dict[str, dict[str, dict[str, Any]]] = {
 """The models each EA-AA-ResNet preset compares, as model overrides (``neuralode-tf compare PRESET``): Table 1's
 ``aa`` (AA-ResNet) and ``ea`` (EA-AA-ResNet, ``α = 0.5, β = 1``, 3x3), and for ResNet-34 Table 2's ablations
 ``no_convolution`` (``β = 0``), ``no_skip`` (``α = 0``), ``kernel_1x1`` and ``kernel_5x5``."""
+
+register_variants(IMAGENET_VARIANTS)

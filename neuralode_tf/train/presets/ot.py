@@ -24,8 +24,8 @@ from typing import Any
 
 from torch import nn
 
-from ._models import classes, images, registered, tokens
-from ._preset import Preset, make_preset
+from ._builders import classes, images, registered, tokens
+from ._registry import Preset, register_preset, register_variants
 
 __all__ = ["OT_VARIANTS", "OT_PRESETS"]
 
@@ -89,7 +89,7 @@ The stand-ins share the variants of their task, at their own sizes (``ot_modelne
 
 def _ot_preset(name: str, description: str, dataset: str, model: Callable[..., nn.Module], **settings: Any) -> Preset:
     """The preset ``name``: ``model`` (a registered OT-Transformer, the ``ot`` variant) and no gradient clipping."""
-    return make_preset(description, dataset, model, name, grad_clip=0.0, **settings)
+    return register_preset(name, description, dataset, model, grad_clip=0.0, **settings)
 
 
 _PAPER = dict(weight_decay=0.0, warmup_steps=0)
@@ -184,3 +184,5 @@ OT_PRESETS: dict[str, Preset] = {
     ),
 }
 """The OT presets by name (see the module docstring); :data:`~neuralode_tf.train.PRESETS` lists them too."""
+
+register_variants(OT_VARIANTS)

@@ -1,11 +1,6 @@
-"""Named training presets: a dataset, a model and the loop settings that train it well here.
-
-Most presets run on an offline stand-in dataset; the OT-Transformer paper presets read the paper's data
-(:mod:`~neuralode_tf.train.presets_ot`), as the language-model presets' released configurations do
-(:mod:`~neuralode_tf.train.presets_lm`). Each model is a registered configuration of :mod:`neuralode_tf.models`
-(:func:`~neuralode_tf.models.create_model`) built on the dataset's shape.
-``data.*`` and ``model.*`` overrides reach the dataset loader and the model's configuration.
-"""
+"""The presets on the offline stand-in datasets (vision, text, sets, signals, ListOps, sequence reversal) and their
+variants. Each model is a registered configuration of :mod:`neuralode_tf.models`
+(:func:`~neuralode_tf.models.create_model`) built on the dataset's shape."""
 
 from __future__ import annotations
 
@@ -14,33 +9,14 @@ from typing import Any
 
 from torch import nn
 
-from ..data import Splits
-from ..models import TRANSEVOLVE_VARIANTS, create_model, model_config
-from ..models.seq2seq import ATTENTIONS
-from ._models import AA_RESNET_ABLATIONS, _vocabulary_size, classes, images, pairs, registered, resnet, tokens
-from ._preset import Preset, make_preset
-from .presets_bert import BERT_PRESETS, BERT_VARIANTS
-from .presets_imagenet import IMAGENET_PRESETS, IMAGENET_VARIANTS
-from .presets_lm import LM_PRESETS, LM_VARIANTS
-from .presets_ot import OT_PRESETS, OT_VARIANTS
+from ...data import Splits
+from ...models import TRANSEVOLVE_VARIANTS, create_model, model_config
+from ...models.seq2seq import ATTENTIONS
+from ._ablations import ablations
+from ._builders import AA_RESNET_ABLATIONS, _vocabulary_size, classes, images, pairs, registered, resnet, tokens
+from ._registry import register_preset, register_variants
 
-__all__ = [
-    "Preset",
-    "PRESETS",
-    "register_preset",
-    "registered",
-    "images",
-    "tokens",
-    "classes",
-    "pairs",
-    "OT_VARIANTS",
-    "LM_VARIANTS",
-    "TRANSEVOLVE_LISTOPS_VARIANTS",
-    "EA_VARIANTS",
-    "EA_REVERSE",
-    "ZHONG_REVERSE_VARIANTS",
-    "VARIANTS",
-]
+__all__ = ["TRANSEVOLVE_LISTOPS_VARIANTS", "EA_VARIANTS", "EA_REVERSE", "ZHONG_REVERSE_VARIANTS"]
 
 
 def _transevolve_settings(variant: str) -> dict[str, Any]:
@@ -78,16 +54,12 @@ TRANSEVOLVE_LISTOPS_VARIANTS: dict[str, dict[str, Any]] = {
 randomFF/fullFF-1/-2), as overrides of ``transevolve_listops`` and ``transevolve_reverse``."""
 
 
-def _ablations(ea: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Vanilla attention, evolving attention with the settings ``ea`` (``α``, ``β``, 3x3), and the ablations of
-    Wang et al. (2021, Tables 2, 4, 6): no convolution (``β = 0``), no skip (``α = 0``), 1x1 and 5x5 kernels."""
+def _field_ablations(ea: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The shared ablation (:func:`~neuralode_tf.train.presets._ablations.ablations`) around ``ea`` as the field a
+    front-end reads: ``"split"`` for vanilla attention, ``"evolving"`` with the ablated settings otherwise."""
     return {
-        "vanilla": dict(field="split", evolving=None),
-        "ea": dict(field="evolving", evolving=dict(ea)),
-        "no_convolution": dict(field="evolving", evolving={**ea, "beta": 0.0}),
-        "no_skip": dict(field="evolving", evolving={**ea, "alpha": 0.0}),
-        "kernel_1x1": dict(field="evolving", evolving={**ea, "kernel_size": 1}),
-        "kernel_5x5": dict(field="evolving", evolving={**ea, "kernel_size": 5}),
+        name: dict(field="split", evolving=None) if settings is None else dict(field="evolving", evolving=settings)
+        for name, settings in ablations(ea).items()
     }
 
 
@@ -108,7 +80,7 @@ def _translation_ablations(ea: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Wang et al.'s Table 6: vanilla attention (Transformer-Lite), EA with the settings ``ea``, no convolution
     (``β = 0``) in the encoder self-attention, the decoder self-attention or the encoder-decoder attention alone
     (:data:`~neuralode_tf.models.seq2seq.ATTENTIONS`), no skip (``α = 0``), 1x1 and 5x5 kernels."""
-    shared = _ablations(ea)
+    shared = _field_ablations(ea)
     without = {
         f"no_{name}_convolution": dict(field="evolving", evolving={**ea, name: {"beta": 0.0}}) for name in ATTENTIONS
     }
@@ -117,8 +89,8 @@ def _translation_ablations(ea: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 EA_VARIANTS: dict[str, dict[str, dict[str, Any]]] = {
-    "ea_digits_vit": _ablations(model_config("ea_vit_digits").kwargs["evolving"]),
-    "ea_tweets_text": _ablations(model_config("ea_text_tweets").kwargs["evolving"]),
+    "ea_digits_vit": _field_ablations(model_config("ea_vit_digits").kwargs["evolving"]),
+    "ea_tweets_text": _field_ablations(model_config("ea_text_tweets").kwargs["evolving"]),
     "ea_digits_resnet": dict(AA_RESNET_ABLATIONS),
     "ea_reverse_seq2seq": _translation_ablations(EA_REVERSE),
 }
@@ -244,43 +216,14 @@ _ROWS: list[tuple[str, str, str, Callable[..., nn.Module], dict[str, Any]]] = [
     ),
 ]
 
-_PRESETS: dict[str, Preset] = {
-    name: make_preset(description, dataset, model, name, **settings)
-    for name, description, dataset, model, settings in _ROWS
-}
+for _name, _description, _dataset, _model, _settings in _ROWS:
+    register_preset(_name, _description, _dataset, _model, **_settings)
 
-PRESETS: dict[str, Preset] = {**_PRESETS, **OT_PRESETS, **LM_PRESETS, **BERT_PRESETS, **IMAGENET_PRESETS}
-"""Every preset by name (``neuralode-tf train --list``)."""
-
-
-def register_preset(
-    name: str, description: str, dataset: str, model: Callable[..., nn.Module], **settings: Any
-) -> Preset:
-    """Add a training preset, so that ``TrainConfig(name)`` and ``neuralode-tf train name`` run it. Returns it.
-
-    Args:
-        name: The preset's name (not one of :data:`PRESETS`).
-        description: One line for ``neuralode-tf train --list``.
-        dataset: A dataset of :data:`~neuralode_tf.data.DATASETS`; ``settings["data"]`` holds its options.
-        model: ``(data, **overrides) -> nn.Module``, e.g. ``registered("deit_tiny_digits", images)``: a model of
-            :func:`~neuralode_tf.models.list_models` built on the data's shape (:mod:`neuralode_tf.train.presets`
-            exports ``registered`` and the shapes ``images``, ``tokens``, ``classes`` and ``pairs``).
-        **settings: :class:`~neuralode_tf.train.TrainConfig` fields (``epochs``, ``lr``, ...).
-    """
-    if name in PRESETS:
-        raise ValueError(f"a preset named {name!r} exists already")
-    PRESETS[name] = make_preset(description, dataset, model, name, **settings)
-    return PRESETS[name]
-
-
-VARIANTS: dict[str, dict[str, dict[str, Any]]] = {
-    **OT_VARIANTS,
-    "transevolve_listops": TRANSEVOLVE_LISTOPS_VARIANTS,
-    "transevolve_reverse": TRANSEVOLVE_LISTOPS_VARIANTS,
-    **EA_VARIANTS,
-    "zhong_reverse_seq2seq": ZHONG_REVERSE_VARIANTS,
-    **LM_VARIANTS,
-    **BERT_VARIANTS,
-    **IMAGENET_VARIANTS,
-}
-"""Model variants by preset, for ``neuralode-tf compare`` and :func:`~neuralode_tf.train.compare_variants`."""
+register_variants(
+    {
+        "transevolve_listops": TRANSEVOLVE_LISTOPS_VARIANTS,
+        "transevolve_reverse": TRANSEVOLVE_LISTOPS_VARIANTS,
+        **EA_VARIANTS,
+        "zhong_reverse_seq2seq": ZHONG_REVERSE_VARIANTS,
+    }
+)

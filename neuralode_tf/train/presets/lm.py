@@ -32,9 +32,9 @@ from typing import Any
 
 from torch import nn
 
-from ..data import Splits, TokenWindows
-from ..models import create_model
-from ._preset import Preset, make_preset
+from ...data import Splits, TokenWindows
+from ...models import create_model
+from ._registry import Preset, register_preset, register_variants
 
 __all__ = ["LM_PRESETS", "LM_VARIANTS"]
 
@@ -110,30 +110,30 @@ _TWEETS = dict(
 (32,769 characters) of the validation text."""
 
 LM_PRESETS: dict[str, Preset] = {
-    "nanogpt_shakespeare_char": make_preset(
+    "nanogpt_shakespeare_char": register_preset(
+        "nanogpt_shakespeare_char",
         "nanoGPT's Shakespeare-char GPT (6 layers, 6 heads, d=384, block 256, dropout 0.2), the released OT code's "
         "baseline: 5,000 steps of 64x4 windows, lr 1e-3; needs data.root=<folder of input.txt>",
         "shakespeare_char",
         _causal_lm(_OT, "baseline"),
-        "nanogpt_shakespeare_char",
         **_SHAKESPEARE,
     ),
-    "ot_nanogpt_shakespeare_char": make_preset(
+    "ot_nanogpt_shakespeare_char": register_preset(
+        "ot_nanogpt_shakespeare_char",
         "the released OT-Transformer's Shakespeare-char run: 5 composed blocks, d=320, 5 Euler steps, "
         "transport_cost=2 (the released --lmbda=1.0), no LayerNorms, nanoGPT's settings; "
         "needs data.root=<folder of input.txt>",
         "shakespeare_char",
         _causal_lm(_OT, "ot"),
-        "ot_nanogpt_shakespeare_char",
         **_SHAKESPEARE,
     ),
-    "ot_gpt2_owt": make_preset(
+    "ot_gpt2_owt": register_preset(
+        "ot_gpt2_owt",
         "not here (GPU scale): the released OT-Transformer GPT-2 124M run on OpenWebText, 12 composed blocks, 10 "
         "Euler steps, transport_cost=0.2 (--lmbda=0.1), 60,000 steps of 6x40 windows of 1,024 tokens (torchrun "
         "with P processes: grad_accumulation=40/P); needs data.root=<folder of train.bin, val.bin>",
         "openwebtext",
         _causal_lm(_OT_GPT2, "ot"),
-        "ot_gpt2_owt",
         epochs=60,
         batch_size=240,
         grad_accumulation=40,
@@ -143,20 +143,20 @@ LM_PRESETS: dict[str, Preset] = {
         eval_batch_size=8,
         data=dict(block_size=1024, windows=240_000, vocab_size=50304),  # nanoGPT's padded GPT-2 vocabulary
     ),
-    "lm_tweets_char": make_preset(
+    "lm_tweets_char": register_preset(
+        "lm_tweets_char",
         "reduced nanoGPT (d=96, 3 layers) / OT-Transformer (d=80, 2 composed blocks, 5 Euler steps, transport_cost=1) "
         "on the tweets' characters: 300 steps of 32 windows of 64; variants baseline, ot, ot_unregularized",
         "tweets_char",
         _causal_lm(_OT_SMALL, "baseline"),
-        "lm_tweets_char",
         **_TWEETS,
     ),
-    "zhong_lm_tweets_char": make_preset(
+    "zhong_lm_tweets_char": register_preset(
+        "zhong_lm_tweets_char",
         "Zhong et al. Table 4 reduced: sequential vs parallel GPT layers (d=96, 3 layers), dropout 0 / 0.1 / 0.3, on "
         "the tweets' characters; variants sequential, parallel, *_dropout (0.1), *_dropout_03 (0.3)",
         "tweets_char",
         _causal_lm(_ZHONG, "parallel"),
-        "zhong_lm_tweets_char",
         **_TWEETS,
     ),
 }
@@ -172,3 +172,5 @@ LM_VARIANTS: dict[str, dict[str, dict[str, Any]]] = {
 """The models each LM preset compares, as ``model.variant`` overrides (``neuralode-tf compare PRESET``):
 ``baseline`` (nanoGPT), ``ot`` (the OT-Transformer) and ``ot_unregularized`` (the same with ``λ = 0``); for
 ``zhong_lm_tweets_char`` the sequential and parallel layers with dropout 0, 0.1 and 0.3."""
+
+register_variants(LM_VARIANTS)
