@@ -175,13 +175,13 @@ class TrainConfig:
 
 def base_settings(preset: str) -> dict[str, Any]:
     """Every :class:`TrainConfig` field of the preset ``preset`` that sets none: the base values, with
-    ``out_dir="runs/<preset>"`` (for :func:`~neuralode_tf.train._preset.make_preset`)."""
+    ``out_dir="runs/<preset>"`` (for :func:`~neuralode_tf.train.presets.register_preset`)."""
     base = {entry.name: copy.deepcopy(entry.metadata["base"]) for entry in fields(TrainConfig) if entry.metadata}
     return {**base, "preset": preset, "out_dir": f"runs/{preset}"}
 
 
 PRESET_CONFIGS: dict[str, TrainConfig] = {}
-"""Each preset's run by name, which unset fields are filled from. :func:`~neuralode_tf.train._preset.make_preset`
+"""Each preset's run by name, which unset fields are filled from. :func:`~neuralode_tf.train.presets.register_preset`
 adds every preset it makes, so this module imports none of them (the presets are built from it)."""
 
 
