@@ -101,6 +101,49 @@ def test_a_qualitative_claim_is_judged_from_rows_by_the_rule():
     assert claims.recompute(diverged, diverged.claims[0], rows).ours.startswith("digits: +0.25 ± 0.25 of runs")
 
 
+def test_curve_metrics_read_the_learning_curves_last_epochs():
+    """``curve.KEY`` is a run's last epoch, ``curve.KEY.lastN`` the mean of its last N; accuracies in points."""
+    curves = {
+        "ot": [
+            ([0.5, 0.7, 0.8], [0.9, 0.6, 0.5]),
+            ([0.5, 0.8, 0.8], [0.9, 0.5, 0.4]),
+            ([0.6, 0.8, 0.9], [0.8, 0.5, 0.4]),
+        ],
+        "baseline": [([0.5, 0.6, 0.6], [0.9, 0.7, 0.7])] * 3,
+    }
+    rows = [
+        {"variant": v, "seed": s, "test_accuracy": acc[-1], "non_finite": False}
+        | {"curve": {"test_accuracy": acc, "test_loss": loss}}
+        for v, runs in curves.items()
+        for s, (acc, loss) in enumerate(runs)
+    ]
+
+    def judged(**changes) -> claims.Outcome:
+        ledger = _ledger.parse(
+            "paper", {"paper": "P", "reference": "R", "recordings": RECORDING, "claim": [_entry(**changes)]}
+        )
+        return claims.recompute(ledger, ledger.claims[0], rows)
+
+    # last epoch: (0.8, 0.8, 0.9) against 0.6; the mean of the last two: (0.75, 0.8, 0.85) against 0.6
+    assert judged(metric="curve.test_accuracy").ours == "digits: +23.3 ± 3.3 points of test accuracy (se; 3 vs 3 seeds)"
+    last2 = judged(metric="curve.test_accuracy.last2")
+    assert last2.ours == "digits: +20.0 ± 2.9 points of test accuracy, mean of the last 2 epochs (se; 3 vs 3 seeds)"
+    assert last2.verdict == "agrees"
+    loss = judged(metric="curve.test_loss", higher_is_better=False)
+    assert loss == claims.Outcome("digits: +0.267 ± 0.033 test loss (se; 3 vs 3 seeds)", "agrees")
+    for metric in ("curve.nfe", "curve.test_loss.first2", "curve.test_loss.last0", "curve.loss.last2.x"):
+        with pytest.raises(claims.LedgerError, match="unknown metric"):
+            judged(metric=metric)
+    with pytest.raises(claims.LedgerError, match="last 4 epoch"):
+        judged(metric="curve.test_accuracy.last4")
+    rows[0]["curve"]["test_loss"][-1] = None  # an epoch not evaluated
+    with pytest.raises(claims.LedgerError, match="rerun it with --set eval_every=1"):
+        judged(metric="curve.test_loss")
+    del rows[0]["curve"]["test_accuracy"]  # a recording from before eval_every
+    with pytest.raises(claims.LedgerError, match="no test_accuracy curve"):
+        judged(metric="curve.test_accuracy")
+
+
 def test_live_rows_replace_the_recording_and_changes_are_listed():
     ledger = _ledger.parse("paper", {"paper": "P", "reference": "R", "recordings": RECORDING, "claim": [_entry()]})
     rows = [

@@ -26,8 +26,8 @@ FIXED_ON_RESUME = (
     "lr_decay_epochs", "grad_clip", "grad_accumulation", "seed", "model", "data",
 )  # fmt: skip
 """Settings a resumed run cannot change: the checkpoint's model, optimizer, schedule and data order follow them.
-The others (``epochs``, ``max_steps``, ``checkpoint_every``, ``eval_batch_size``, ``device``, ``threads``,
-``progress``) take effect from the step the run resumes at (other threads or another device reorder float
+The others (``epochs``, ``max_steps``, ``checkpoint_every``, ``eval_batch_size``, ``eval_every``, ``device``,
+``threads``, ``progress``) take effect from the step the run resumes at (other threads or another device reorder float
 reductions, so the resumed curve is then equal to rounding, not bit for bit)."""
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import statistics
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
@@ -16,6 +17,7 @@ import torch
 from ..continuous import set_solve_options
 from ..numerics.errors import NonFiniteStateError
 from ._checkpoint import CHECKPOINT, load_checkpoint
+from ._history import TEST_COLUMNS
 from .config import TrainConfig
 from .loop import NonFiniteLossError, evaluate, train
 from .presets import PRESETS
@@ -24,18 +26,23 @@ from .tasks import build_task
 __all__ = ["compare_variants", "summarize", "markdown_table", "step_sweep", "learning_curve"]
 
 
-def learning_curve(run_dir: str | Path) -> dict[str, list[float]]:
+def learning_curve(run_dir: str | Path) -> dict[str, list[float | None]]:
     """Per epoch, the mean training loss (the data-fitting term, without the transport cost) and accuracy
-    over the steps of a run's ``metrics.csv``."""
+    over the steps of a run's ``metrics.csv``; for a run with ``eval_every``, also ``test_accuracy`` and
+    ``test_loss``, the test split's at the epoch's last step (``None`` for an epoch not evaluated)."""
     with open(Path(run_dir) / "metrics.csv", newline="") as handle:
         records = list(csv.DictReader(handle))
     epochs: dict[int, list[dict[str, str]]] = {}
     for record in records:
         epochs.setdefault(int(record["epoch"]), []).append(record)
-    return {
-        key: [statistics.fmean(float(r[key]) for r in group) for _, group in sorted(epochs.items())]
-        for key in ("loss", "accuracy")
+    groups = [group for _, group in sorted(epochs.items())]
+    curve: dict[str, list[float | None]] = {
+        key: [statistics.fmean(float(r[key]) for r in group) for group in groups] for key in ("loss", "accuracy")
     }
+    for key in TEST_COLUMNS if records and TEST_COLUMNS[0] in records[0] else ():
+        values = [float(group[-1][key]) for group in groups]
+        curve[key] = [None if math.isnan(value) else value for value in values]
+    return curve
 
 
 def compare_variants(
@@ -66,7 +73,7 @@ def compare_variants(
         Rows ``{"variant", "seed", "parameters", "test_accuracy", "scores", "non_finite", "out_dir", "curve"}``,
         where ``scores`` holds the test accuracy and the dataset's metrics by name (``{"accuracy": ..., "matthews":
         ...}`` on GLUE's CoLA) and ``curve`` is the run's :func:`learning_curve` (both ``None`` for a non-finite
-        run).
+        run), with the test accuracy and loss per epoch under ``eval_every``.
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive int, not {workers!r}")

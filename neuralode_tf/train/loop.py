@@ -11,12 +11,8 @@ was stopped by SIGTERM, SIGINT or SIGKILL.
 from __future__ import annotations
 
 import contextlib
-import csv
-import io
-import json
 import math
 import os
-import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -28,8 +24,9 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm.auto import tqdm
 
 from ..continuous import ContinuousDepth, regularization
-from ._checkpoint import CHECKPOINT, check_run_folder, save_checkpoint, write_atomically
+from ._checkpoint import CHECKPOINT, check_run_folder, save_checkpoint
 from ._evaluation import perplexity, scores, validation
+from ._history import epoch_test, write_metrics
 from ._optim import optimizer_for, schedule_for
 from ._signals import StopRequest, TrainingInterrupted, stop_requests
 from ._threads import cpu_threads
@@ -68,7 +65,9 @@ def train(config: TrainConfig) -> dict[str, Any]:
 
     **Scores:** ``result["test_accuracy"]`` (NaN for a regression) and, for each name of the dataset's
     :attr:`~neuralode_tf.data.Splits.metrics` (``result["metrics"]``, the main one first), ``result["test_<name>"]``
-    (GLUE's CoLA: ``test_matthews``).
+    (GLUE's CoLA: ``test_matthews``). With ``eval_every=k``, the test accuracy and mean test loss at the end of every
+    ``k``-th epoch and of the run are columns ``test_accuracy`` and ``test_loss`` of ``metrics.csv`` (NaN on the
+    other steps): the evaluation changes nothing of the training, so the loss curve is that of ``eval_every=0``.
 
     **Language models** (``"lm"`` data, :class:`~neuralode_tf.data.TokenWindows`): the validation loss (the mean
     next-token cross-entropy over the validation windows) and the perplexity (its exponential) are computed at the end
@@ -167,9 +166,11 @@ def _train(config: TrainConfig, threads: int) -> dict[str, Any]:
                 "lr": scheduler.get_last_lr()[0],
                 "regularization": penalty.item(),
             }
-            if language_model:  # validated at the end of each epoch but the last (the final evaluation's)
-                at_epoch_end = done % steps_per_epoch == 0 and done < stop
+            at_epoch_end = done % steps_per_epoch == 0 and done < stop  # the last step's: the final evaluation's
+            if language_model:  # validated at the end of each epoch but the last
                 record.update(validation(model, task, device, config.eval_batch_size, at_epoch_end))
+            epoch_end = done // steps_per_epoch if at_epoch_end else None
+            record.update(epoch_test(model, task, device, config.eval_batch_size, config.eval_every, epoch_end))
             history.append(record)
             bar.set_postfix(loss=f"{record['loss']:.3f}", acc=f"{record['accuracy']:.2f}", nfe=int(record["nfe"]))
             if _stop_signal(request, device):
@@ -199,8 +200,10 @@ def _train(config: TrainConfig, threads: int) -> dict[str, Any]:
         result.update(val_loss=test_loss, perplexity=perplexity(test_loss))
         if history:
             history[-1].update(val_loss=test_loss, perplexity=result["perplexity"])
+    if config.eval_every and history:  # the test curve's last point is the final evaluation
+        history[-1].update(test_accuracy=accuracy, test_loss=test_loss)
     if rank == 0:
-        _write_metrics(out, history, result)
+        write_metrics(out, history, result)
         if config.progress:
             if language_model:
                 summary = (
@@ -277,18 +280,6 @@ def _finite_everywhere(loss: Tensor) -> bool:
     if dist.is_available() and dist.is_initialized():
         dist.all_reduce(finite, op=dist.ReduceOp.MIN)
     return bool(finite.item())
-
-
-def _write_metrics(out: Path, history: list[dict[str, float]], result: dict[str, Any]) -> None:
-    """Write ``metrics.csv`` (one row per step) and ``metrics.json`` (the result), each atomically."""
-    if history:
-        table = io.StringIO(newline="")
-        writer = csv.DictWriter(table, fieldnames=list(history[0]))
-        writer.writeheader()
-        writer.writerows(history)
-        write_atomically(out / "metrics.csv", lambda handle: handle.write(table.getvalue().encode()))
-    summary = json.dumps({**result, "written": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=2)
-    write_atomically(out / "metrics.json", lambda handle: handle.write(summary.encode()))
 
 
 def _init_distributed() -> tuple[int, int]:

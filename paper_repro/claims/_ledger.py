@@ -7,8 +7,11 @@ value as printed), ``class`` and the stored ``ours`` and ``verdict``. By class:
   paper's printed precision; the verdict is :func:`~._rule.exact_verdict`.
 * ``qualitative``: ``a`` beats ``b``, judged by :func:`~._rule.two_standard_errors` on the per-seed
   values of ``metric`` (``test_accuracy``, the final one; ``non_finite``; ``train_loss``, the last epoch's
-  mean; ``sweep.K``, the test accuracy with K steps; or a language model's final ``val_loss`` or ``perplexity``,
-  lower is better: ``higher_is_better = false``) in
+  mean; ``sweep.K``, the test accuracy with K steps; a learning curve's ``curve.KEY``, its last epoch's value, or
+  ``curve.KEY.lastN``, the mean of its last N epochs, where KEY is ``loss`` or ``accuracy`` (training, the mean over
+  the epoch's steps) or ``test_loss`` or ``test_accuracy`` (the test split's at the epoch's end, recorded with
+  ``--set eval_every=1``); or a language model's final ``val_loss`` or ``perplexity``; lower is better for losses:
+  ``higher_is_better = false``) in
   ``recording`` (a ``[recordings.NAME]`` table: path, stand-in, date and command of a run too long for
   CI); or on the two lists that the function named by ``samples`` returns.
 * ``not here``: needs the paper's data or hardware; ``command`` is the run that would produce ours.
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import statistics
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -205,7 +209,41 @@ def _values(rows: list[dict], variant: str, metric: str) -> list[float]:
     if metric.startswith("sweep."):
         steps = metric.split(".", 1)[1]
         return [100 * {str(k): v for k, v in r["sweep"].items()}[steps] for r in finite]
+    if metric.startswith("curve."):
+        return [_curve_value(r, variant, metric) for r in finite]
     raise LedgerError(f"unknown metric {metric!r}")
+
+
+CURVES = {
+    "loss": (3, " training loss"),
+    "accuracy": (1, " points of training accuracy"),
+    "test_loss": (3, " test loss"),
+    "test_accuracy": (1, " points of test accuracy"),
+}
+"""A learning curve's keys (the rows' ``curve``, :func:`neuralode_tf.train.compare.learning_curve`), with the digits
+and unit of a difference of them; accuracies are judged in points (x 100)."""
+
+
+def _curve_metric(metric: str) -> tuple[str, int]:
+    """The key and the number of last epochs of ``curve.KEY`` (1) or ``curve.KEY.lastN`` (N)."""
+    _, key, *last = metric.split(".")
+    epochs = last[0].removeprefix("last") if len(last) == 1 and last[0].startswith("last") else "1" if not last else ""
+    if key not in CURVES or not epochs.isdigit() or int(epochs) < 1:
+        raise LedgerError(f"unknown metric {metric!r}: curve.KEY or curve.KEY.lastN, with KEY one of {list(CURVES)}")
+    return key, int(epochs)
+
+
+def _curve_value(row: dict, variant: str, metric: str) -> float:
+    """One run's ``curve.KEY`` (its last epoch's value) or ``curve.KEY.lastN`` (the mean of its last N epochs)."""
+    key, epochs = _curve_metric(metric)
+    values = (row.get("curve") or {}).get(key)
+    if not values or len(values) < epochs or None in values[-epochs:]:
+        evaluated = " with --set eval_every=1" if key.startswith("test_") else ""
+        raise LedgerError(
+            f"runs of {variant!r} have no {key} curve over their last {epochs} epoch(s): the recording predates it; "
+            f"rerun it{evaluated}"
+        )
+    return (100 if key.endswith("accuracy") else 1) * statistics.fmean(values[-epochs:])
 
 
 def _signed(x: float, digits: int) -> str:
@@ -235,6 +273,10 @@ def recompute(ledger: Ledger, claim: Claim, rows: list[dict] | None = None) -> O
             "val_loss": (3, " validation loss"),
             "perplexity": (2, " perplexity"),
         }.get(claim.metric, (1, " points"))
+        if claim.metric.startswith("curve."):
+            key, epochs = _curve_metric(claim.metric)
+            digits, unit = CURVES[key]
+            unit += f", mean of the last {epochs} epochs" if epochs > 1 else ""
     judged = _rule.two_standard_errors(a, b, claim.higher_is_better)
     ours = (
         f"{label}{_signed(judged.difference, digits)} ± {judged.standard_error:.{digits}f}{unit} "
