@@ -54,9 +54,12 @@ def test_overrides_reach_the_config_model_and_data():
         apply_overrides({}, ["lr"])
 
 
-def test_resume_reproduces_the_uninterrupted_run(tmp_path, device):
+@pytest.mark.parametrize("random", [{}, {"dropout": 0.2, "drop_path": 0.3}], ids=["deterministic", "dropout"])
+def test_resume_reproduces_the_uninterrupted_run(tmp_path, device, random):
+    """Also a model that draws random numbers at every step (dropout, stochastic depth): the checkpoint holds the
+    random state, so the resumed steps draw what the uninterrupted ones drew."""
     _skip_training_on_xla(device)
-    on = {"device": str(device)}
+    on = {"device": str(device), "model": {**TINY, "field": "parallel", **random}}
     whole = train(tiny(tmp_path / "whole", max_steps=8, **on))
     train(tiny(tmp_path / "split", max_steps=4, **on))
     resumed = train(tiny(tmp_path / "split", max_steps=8, resume=True, **on))

@@ -1,7 +1,9 @@
 """The run folder: checked writable before training, files replaced atomically, checkpoints safe to load.
 
 A checkpoint holds only tensors, plain containers (dict, list, tuple) and primitives (int, float, str, bool,
-None): the model, optimizer and scheduler state dicts, the number of steps taken and the metrics of every step.
+None): the model, optimizer and scheduler state dicts, the number of steps taken, the metrics of every step and the
+random state (:func:`random_state`, which dropout and stochastic depth draw from, so a resumed run draws what the
+uninterrupted one drew; a checkpoint written before it was kept resumes without it).
 It is loaded with ``torch.load(weights_only=True)``, which builds nothing else, so a tampered file cannot run
 code: it is refused with :class:`CheckpointError`. Every file of the folder is written to a temporary file beside
 it, flushed to disk and renamed over the old one (``os.replace`` is atomic), so a crash, a signal or a full disk
@@ -28,6 +30,8 @@ __all__ = [
     "check_run_folder",
     "load_checkpoint",
     "save_checkpoint",
+    "random_state",
+    "restore_random_state",
     "write_atomically",
 ]
 
@@ -120,6 +124,23 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device | None = 
     if missing:
         raise CheckpointError(f"{refused}: it lacks {', '.join(missing)}")
     return state
+
+
+def random_state(device: torch.device) -> dict[str, torch.Tensor]:
+    """Torch's global random state: the CPU generator's, and the device's on CUDA."""
+    state = {"cpu": torch.get_rng_state()}
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def restore_random_state(state: dict[str, Any], device: torch.device) -> None:
+    """Put back what :func:`random_state` took (on the CPU, wherever the checkpoint was loaded to)."""
+    if "random" not in state:  # a checkpoint from before the random state was kept
+        return
+    torch.set_rng_state(state["random"]["cpu"].cpu())
+    if device.type == "cuda" and "cuda" in state["random"]:
+        torch.cuda.set_rng_state(state["random"]["cuda"].cpu(), device)
 
 
 def _folder_error(message: str, cause: OSError | RuntimeError) -> RunFolderError:

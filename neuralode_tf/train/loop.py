@@ -1,9 +1,9 @@
 """The training loop: checked settings, seeded data order, atomic checkpoints, exact resume, signals, DDP, metrics.
 
 Exact resume rests on one rule: everything a step does is a function of the checkpointed state
-(model, optimizer, scheduler) and of the step number. The data order of epoch ``e`` is the
-permutation drawn from a generator seeded with ``(seed, e)``, so the batch of step ``k`` is known
-without replaying the steps before it, and a resumed run on CPU reproduces the uninterrupted loss
+(model, optimizer, scheduler, torch's random state for dropout and the like) and of the step number. The data
+order of epoch ``e`` is the permutation drawn from a generator seeded with ``(seed, e)``, so the batch of step
+``k`` is known without replaying the steps before it, and a resumed run on CPU reproduces the uninterrupted loss
 curve bit for bit (with the same number of CPU threads: float reductions depend on it), whether it
 was stopped by SIGTERM, SIGINT or SIGKILL.
 """
@@ -24,7 +24,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm.auto import tqdm
 
 from ..continuous import ContinuousDepth, regularization
-from ._checkpoint import CHECKPOINT, check_run_folder, save_checkpoint
+from ._checkpoint import CHECKPOINT, check_run_folder, random_state, restore_random_state, save_checkpoint
 from ._evaluation import perplexity, scores, validation
 from ._history import epoch_test, write_metrics
 from ._optim import optimizer_for, schedule_for
@@ -122,6 +122,7 @@ def _train(config: TrainConfig, threads: int) -> dict[str, Any]:
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         start, history = state["step"], state["history"]
+        restore_random_state(state, device)
     trained = nn.parallel.DistributedDataParallel(model) if world > 1 else model
 
     stop = total if config.max_steps is None else min(total, config.max_steps)
@@ -133,8 +134,9 @@ def _train(config: TrainConfig, threads: int) -> dict[str, Any]:
     language_model = task.data.kind == "lm"
 
     def save() -> None:
-        state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()}
-        save_checkpoint(out, asdict(config), {**state, "step": done, "history": history})
+        state: dict[str, Any] = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
+        state.update(scheduler=scheduler.state_dict(), step=done, history=history, random=random_state(device))
+        save_checkpoint(out, asdict(config), state)
 
     with stop_requests() as request:
         for step in bar:
