@@ -68,6 +68,11 @@ class ContinuousDepth(nn.Module):
             (e.g. a transport cost), or ``None``. :func:`regularization` sums these over a model;
             the training loop adds that sum to the loss.
 
+    **Mixed precision.** Under ``torch.autocast`` the module's output keeps its input's dtype (a float32 ``x`` stays
+    float32, as the residual stream of a discrete stack under autocast) while the field's matmuls run in the autocast
+    dtype; a bfloat16 ``x`` through a bfloat16 field gives bfloat16, integrated in float32 in between
+    (:func:`~neuralode_tf.solve`, Mixed precision).
+
     **Augmented fields.** A field with methods ``initial_state(x) -> y0`` and
     ``final_state(y1) -> (x1, regularization)`` evolves a larger state than the model's tokens
     (e.g. :class:`~neuralode_tf.fields.KineticEnergy`: ``(x, e)``). The module then solves from

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
+import torch
 from torch import Tensor, nn
 
 from .._typing import Field, State
+from ._precision import Autocast, autocasting, cast, dtypes_of
 from ._state import check_like, leaves
 from .errors import MaxStepsExceededError
 from .solution import Stats
@@ -33,12 +36,26 @@ class CountingField(nn.Module):
       field's own hook of that name if it has one; the field's ``*_adjoint`` hooks are offered as they are.
     * ``last_t`` keeps the time of the latest forward evaluation for error messages; it is only
       read on the error path.
+    * ``dtype`` (off unless set; :mod:`~neuralode_tf.numerics._precision`): the dtype of ``y0``, where the backend
+      integrates a 16-bit state in float32 or runs under autocast. The field then gets the state in ``dtype`` and
+      its output is cast to the integrated state's dtype (the first output may be any floating dtype under autocast).
+    * ``autocast`` (off unless set): the autocast state the solve began in, which every evaluation of the field
+      runs in, forward and backward, while the backend runs its solver without autocast.
     * On an XLA device every evaluation starts with ``torch_xla.sync()`` (:func:`_xla_sync`).
     """
 
-    def __init__(self, field: Field, stats: Stats, max_steps: int | None = None):
+    def __init__(
+        self,
+        field: Field,
+        stats: Stats,
+        max_steps: int | None = None,
+        dtype: torch.dtype | None = None,
+        autocast: Autocast | None = None,
+    ):
         super().__init__()
         self.field = field
+        self.dtype = dtype
+        self.autocast = autocast
         self.stats = stats
         self.max_steps = max_steps
         self.max_evaluations: int | None = None
@@ -53,6 +70,13 @@ class CountingField(nn.Module):
 
     def forward(self, t: Tensor, y: State) -> State:
         _xla_sync(y)
+        if self.dtype is None:
+            return self._evaluate(t, y)
+        with self.autocast.field() if self.autocast is not None else contextlib.nullcontext():
+            out = self._evaluate(t, cast(y, self.dtype))
+        return cast(out, dtypes_of(y))
+
+    def _evaluate(self, t: Tensor, y: State) -> State:
         if self._backward:
             self.stats.nfe_backward += 1
             return self.field(t, y)
@@ -66,7 +90,7 @@ class CountingField(nn.Module):
             )
         out = self.field(t, y)
         if not self._checked:
-            check_like(out, y, "the field")
+            check_like(out, y, "the field", any_dtype=self.dtype is not None and autocasting(y))
             self._checked = True
         return out
 
@@ -103,6 +127,7 @@ class CountingField(nn.Module):
         self._hooks.setdefault(name, []).append(hook)
 
     def _call_own(self, name: str, t0: Tensor, y0: State, dt: Tensor) -> None:
+        y0 = y0 if self.dtype is None else cast(y0, self.dtype)  # the state in the field's dtype, as the field gets it
         for hook in self._hooks.get(name, ()):
             hook(t0, y0, dt)
 

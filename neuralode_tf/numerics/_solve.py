@@ -63,7 +63,9 @@ def solve(
         y0: Initial state: a floating tensor of any shape (0-dim included), or a tuple of them
             (augmented states). On torchdiffeq and torchode the tensors of a tuple share one dtype.
             Its dtype must be the field's: a field whose parameters have another dtype (or device)
-            fails with an :class:`InvalidStateError` naming both.
+            fails with an :class:`InvalidStateError` naming both (not under :func:`torch.autocast`).
+            The solution has ``y0``'s dtype, and so has the state the field gets. A 16-bit ``y0`` (bfloat16,
+            float16) is integrated in float32 (see Mixed precision below).
         t: Strictly increasing, finite times, at least two, within the range of ``y0``'s dtype. A 2-D tensor
             ``(batch, n)`` gives each sample along dim 0 of ``y0`` its own times (torchode's per-sample spans:
             ``per_sample=True``, an adaptive method, a field without ``jump_times``); ``ys`` is then
@@ -94,7 +96,9 @@ def solve(
             is second order only with a second-order (or higher) sub-step.
         rtol, atol: Tolerances of adaptive methods; ``None`` means ``1e-6`` and ``1e-8``. ``rtol`` is
             finite and ``>= 0``; ``atol`` finite and ``> 0`` (the error control divides by
-            ``atol + rtol |y|``, 0 wherever a component is). In float16, ``rtol >= 1/256``. Fixed-grid
+            ``atol + rtol |y|``, 0 wherever a component is). In float16, ``rtol >= 1/256``. Where the field
+            computes in 16 bits (autocast, a 16-bit ``y0``), ``rtol`` is raised to that dtype's unit roundoff
+            (``2**-8`` for bfloat16), below which the error estimate is rounding noise. Fixed-grid
             methods have no error control and refuse them (except torchdiffeq's ``implicit_adams`` /
             ``fixed_adams``, whose corrector iterates to them).
         backend: ``"auto"`` picks the first registered backend (``"builtin"``, ``"torchdiffeq"``,
@@ -152,6 +156,12 @@ def solve(
             (:mod:`~neuralode_tf.numerics.events`), and ``Solution.event_t`` is that time, differentiable.
             ``t`` is then ``[t0, t_max]``; ``ys`` holds ``y0`` and the state at the event (at ``t_max`` if
             none). Same backends and gradients as ``dense``.
+
+    Mixed precision (:mod:`~neuralode_tf.numerics._precision`): under ``torch.autocast`` a float32 ``y0`` stays a
+    float32 state; the field's matmuls run in the autocast dtype and its output is cast to the state's dtype. A
+    16-bit ``y0`` is integrated in a float32 copy. Times, step sizes and error control are float32 or wider; the
+    solvers' own arithmetic runs without autocast, their field evaluations with it (backward passes included), and
+    adjoints take the seminorm where the field computes in 16 bits.
 
     Gradients with respect to ``t`` (a tensor that requires grad: a learnable depth or start) are
     ``dy(t_i)/dt_i = f(t_i, y(t_i))`` and ``dy(t_i)/dt_0 = -∂y(t_i)/∂y0 · f(t0, y0)``, with every

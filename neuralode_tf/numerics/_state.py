@@ -83,8 +83,9 @@ def describe(y: State) -> str:
     return parts[0] if not isinstance(y, tuple) else "(" + ", ".join(parts) + ")"
 
 
-def check_like(out: object, y: State, what: str) -> None:
-    """Raise :class:`FieldOutputError` unless ``out`` has the structure, shapes, dtypes and devices of ``y``.
+def check_like(out: object, y: State, what: str, *, any_dtype: bool = False) -> None:
+    """Raise :class:`FieldOutputError` unless ``out`` has the structure, shapes, dtypes and devices of ``y``; with
+    ``any_dtype`` (under :func:`torch.autocast`) any floating dtype.
 
     Only metadata is compared, so this never synchronises with the device.
     """
@@ -94,7 +95,7 @@ def check_like(out: object, y: State, what: str) -> None:
         ok = isinstance(out, Tensor)
     if ok:  # out is a state: the checks above prove it
         ok = all(
-            o.shape == s.shape and o.dtype == s.dtype and o.device == s.device
+            o.shape == s.shape and (o.is_floating_point() if any_dtype else o.dtype == s.dtype) and o.device == s.device
             for o, s in zip(leaves(cast(State, out)), leaves(y))
         )
     if not ok:
@@ -103,7 +104,8 @@ def check_like(out: object, y: State, what: str) -> None:
             if isinstance(out, (Tensor, tuple)) and all(isinstance(o, Tensor) for o in leaves(out))
             else type(out).__name__
         )
+        dtypes = "floating dtypes (under autocast)" if any_dtype else "dtypes"
         raise FieldOutputError(
             f"{what} returned {got}, but the state is {describe(y)}. A field must return dy/dt with "
-            "the same structure (tensor or tuple of tensors), shapes, dtypes and devices as y."
+            f"the same structure (tensor or tuple of tensors), shapes, {dtypes} and devices as y."
         )

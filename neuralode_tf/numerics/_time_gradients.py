@@ -43,7 +43,7 @@ def shifted_outputs(field: Field, ys: list[State], t: Tensor, stats: Stats) -> l
 
 
 def _shifted(field: Field, y: State, t: Tensor, sign: float, stats: Stats) -> State:
-    dtype = leaves(y)[0].dtype
+    dtype = torch.promote_types(leaves(y)[0].dtype, torch.float32)  # a 16-bit state's times are float32 (_precision)
     stats.nfe_dense += 1
     with torch.no_grad():
         slope = field(t.detach().to(dtype), y)

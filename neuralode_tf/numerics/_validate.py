@@ -16,6 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from ._checkpointing import MAX_REPETITIONS, repetitions
+from ._precision import rtol_floor
 from ._registry import Backend, offering
 from ._state import State, leaves
 from .errors import InvalidStateError, InvalidTimesError, SolverConfigError
@@ -166,7 +167,8 @@ def step_size(method: str, fixed: bool, times: list[float], step_size: object, s
 def tolerances(
     method: str, backend: Backend, fixed: bool, rtol: object, atol: object, y0: State
 ) -> tuple[float, float]:
-    """``(rtol, atol)`` with their defaults, for a method that uses them; refused for one that would ignore them."""
+    """``(rtol, atol)`` with their defaults, for a method that uses them; refused for one that would ignore them.
+    ``rtol`` is raised to :func:`~neuralode_tf.numerics._precision.rtol_floor` (under autocast, for 16-bit states)."""
     if fixed and method not in backend.toleranced:
         given = [name for name, value in (("rtol", rtol), ("atol", atol)) if value is not None]
         if given:
@@ -193,7 +195,9 @@ def tolerances(
                 f"{name}={value:g} is finer than y0's dtype {_dtypes(y0)} can resolve (the error norm squares "
                 f"about 1 / {name}): use {name} >= {finest:.2g}, or a wider dtype for y0"
             )
-    return float(rtol), float(atol)
+    # A field computing in 16 bits (autocast, a 16-bit y0) is accurate to its unit roundoff alone: a finer rtol would
+    # shrink the steps chasing rounding noise (_precision).
+    return max(float(rtol), rtol_floor(y0)), float(atol)
 
 
 def first_step(method: str, backend: Backend, dt0: object, options: object) -> dict[str, Any]:

@@ -27,9 +27,10 @@ Orders, which researchers often get wrong:
 ``c_i = 1`` sees the left limit, the largest number below ``a + h`` in the time's dtype, so a field that is
 piecewise constant in time (weight sharing across depth) uses the piece of the current step at the step's
 end, as torchdiffeq's ``perturb`` option does. Times are 0-dim CPU tensors in the state's dtype (the widest
-of a tuple's), as torchdiffeq gives them, so a 0-dim float32 state is not promoted by its time and reading
-a time never synchronises an accelerator; under ``solve(..., compile=True)`` they are Python floats,
-constants of the compiled graph. A field gets them as ``t`` and may ignore them.
+of a tuple's; float32 for a 16-bit state, which is integrated in float32), as torchdiffeq gives them, so a
+0-dim float32 state is not promoted by its time and reading a time never synchronises an accelerator; under
+``solve(..., compile=True)`` they are Python floats, constants of the compiled graph. A field gets them as
+``t`` and may ignore them.
 """
 
 from __future__ import annotations
@@ -104,9 +105,10 @@ def _time(value: float, dtype: torch.dtype, left_limit: bool) -> Tensor | float:
 
 
 def time_dtype(y: State) -> torch.dtype:
-    """The dtype of the times a field is given with state ``y``: the state's (the widest of a tuple's)."""
+    """The dtype of the times a field is given with state ``y``: the state's (the widest of a tuple's), at least
+    float32 (:mod:`~neuralode_tf.numerics._precision`: a 16-bit state is integrated in float32)."""
     dtypes = [leaf.dtype for leaf in leaves(y)]
-    return functools.reduce(torch.promote_types, dtypes[1:], dtypes[0])
+    return functools.reduce(torch.promote_types, dtypes, torch.float32)
 
 
 def rk_step(

@@ -6,15 +6,22 @@ The grid is known before stepping (:func:`~neuralode_tf.numerics._grid.fixed_gri
 requested time and on every ``jump_times`` of the field inside the span), and so are the steps and evaluations
 that ``stats`` counts. Under ``adjoint="checkpoint"`` every evaluation after the forward march is a
 recomputation of checkpointing's, counted into ``stats.nfe_backward`` as backward runs.
+
+Under autocast, or from a 16-bit ``y0``, the march runs on the state integrated in float32 (or wider), the field on
+the state in ``y0``'s dtype (:class:`~neuralode_tf.numerics._precision.InDtype`), and the states at the requested
+times are returned in ``y0``'s dtype.
 """
 
 from __future__ import annotations
+
+import torch
 
 from ..._typing import Field, State
 from ...protocols import jump_times_of
 from .._checkpointing import BackwardCounter
 from .._compiled import March, compiled
 from .._grid import fixed_grid, n_grid_steps
+from .._precision import InDtype, cast, dtypes_of, integrated, mixed
 from .._registry import Backend, Settings, register_backend
 from .._validate import check_checkpoint_depth
 from ..dense import Trajectory
@@ -63,22 +70,30 @@ def _march_recorded(
 ) -> list[State]:
     """The eager march, recording every grid state in ``trajectory``; stops where it says (an event fired), and then
     counts in ``stats`` the steps taken."""
-    dtype = time_dtype(y0)
+    field, y, dtypes = _in_dtype(field, y0)
+    dtype = time_dtype(y)
     step = make_step(field, scheme, tableau, check=True, dtype=dtype)
     rest = make_step(field, scheme, tableau, check=False, dtype=dtype)
     stats.n_accepted = 0
     trajectory.add(grid[0][0], y0)
-    states, y = [y0], y0
+    states = [y0]
     for interval in grid:
         for t, t_next in zip(interval[:-1], interval[1:]):
             y = step(t, t_next - t, y)
             stats.n_accepted += 1
-            if trajectory.add(t_next, y):
+            if trajectory.add(t_next, cast(y, dtypes)):
                 stats.nfe = nfe_per_step * stats.n_accepted
-                return [y0, y]
+                return [y0, cast(y, dtypes)]
             step = rest
-        states.append(y)
+        states.append(cast(y, dtypes))
     return states
+
+
+def _in_dtype(field: Field, y0: State) -> tuple[Field, State, tuple[torch.dtype, ...]]:
+    """The field, the state and the dtypes of ``y0`` to march in (:mod:`~neuralode_tf.numerics._precision`): under
+    autocast or from a 16-bit ``y0``, the field in ``y0``'s dtypes on the state integrated in float32 or wider."""
+    dtypes = dtypes_of(y0)
+    return (InDtype(field, dtypes), integrated(y0), dtypes) if mixed(y0) else (field, y0, dtypes)
 
 
 def _march(
@@ -86,11 +101,13 @@ def _march(
 ) -> March:
     """``(field, y0) -> [y0, y(t_1), ...]``: the built-in march over ``grid``."""
 
-    def march(field: Field, y: State) -> list[State]:
+    def march(field: Field, y0: State) -> list[State]:
+        field, y, dtypes = _in_dtype(field, y0)
         dtype = time_dtype(y)
         first = make_step(field, scheme, tableau, check=True, dtype=dtype)
         rest = make_step(field, scheme, tableau, check=False, dtype=dtype)
-        return integrate(first, rest, y, grid, checkpoint=checkpoint, checkpoints=checkpoints)
+        states = integrate(first, rest, y, grid, checkpoint=checkpoint, checkpoints=checkpoints)
+        return states if y is y0 else [y0, *(cast(state, dtypes) for state in states[1:])]
 
     return march
 

@@ -5,7 +5,8 @@
 * ``adjoint="adjoint"`` runs ``torchdiffeq.odeint_adjoint`` (Chen et al. 2018, Appendix B), which
   solves the adjoint ODE backwards instead of storing the forward pass. ``seminorm=True`` drops the
   parameter-adjoint channels from its error norm (Kidger, Chen & Lyons 2021), which typically
-  saves backward evaluations without changing accuracy.
+  saves backward evaluations without changing accuracy; it is always on where the field computes in 16 bits
+  (under autocast, for a 16-bit state: :func:`~neuralode_tf.numerics._precision.computes_in_16_bits`).
 * Fixed-grid methods also step onto the discontinuities a field declares in ``jump_times``.
 * Adaptive methods give the requested times by torchdiffeq's interpolation, at no extra evaluations
   (200 output times cost what two do), except ``dopri8`` and ``bosh3``, whose accuracy torchdiffeq's
@@ -34,6 +35,7 @@ from ..._typing import Field, State
 from ...protocols import jump_times_of
 from .._counting import CALLBACKS, CountingField, defined_callbacks
 from .._grid import fixed_grid
+from .._precision import Autocast, cast, computes_in_16_bits, dtypes_of, integrated, mixed, solver_arithmetic
 from .._registry import Backend, Settings, register_backend
 from .._state import leaves, rebuild
 from ..dense import Trajectory
@@ -66,7 +68,12 @@ def solve_torchdiffeq(
     """Solve with torchdiffeq; returns the states at ``t`` stacked along dim 0 (at ``t[0]`` and an event, where
     one stopped the solve)."""
     method, step_size, adjoint = settings.method, settings.step_size, settings.adjoint == "adjoint"
-    counting = CountingField(field, stats, settings.max_steps if step_size is None else None)
+    # Under autocast or from a 16-bit y0, torchdiffeq integrates in float32 (or wider): its state, its error control
+    # and the times it gives the field follow the state's dtype; its matmuls run without autocast (_precision).
+    y0_given, dtype, autocast = y0, leaves(y0)[0].dtype if mixed(y0) else None, Autocast.of(y0)
+    sixteen_bit = computes_in_16_bits(y0)  # the adjoint then takes the seminorm
+    y0 = integrated(y0)
+    counting = CountingField(field, stats, settings.max_steps if step_size is None else None, dtype, autocast)
     if method in _OUTSIDE_AUTOGRAD:  # SciPy's steps are not seen: max_steps bounds its evaluations instead
         counting.max_evaluations = settings.max_steps
     device = y0[0].device if isinstance(y0, tuple) else y0.device
@@ -87,7 +94,7 @@ def solve_torchdiffeq(
             options.setdefault("jump_t", torch.tensor(jumps, dtype=torch.float64, device=device))
     kwargs = dict(rtol=settings.rtol, atol=settings.atol, method=_METHODS[method], options=options)
     func: nn.Module = counting
-    scalar, y0_given = False, y0
+    scalar = False
     if isinstance(y0, Tensor) and y0.ndim == 0:
         func, y0, scalar = _Vector(counting), y0.reshape(1), True
         if "norm" in options:
@@ -99,13 +106,13 @@ def solve_torchdiffeq(
         node = "callback_step" if method in _FIXED_GRID else "callback_accept_step"
         counting.add_hook(node, _recorder(trajectory, y0_given))
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), solver_arithmetic(autocast):
             # Fixed-grid solvers have no accept/reject hooks; CountingField offers them anyway (the field's own
             # are reported by _warn_unsupported_callbacks).
             warnings.filterwarnings("ignore", message=".*does not support callbacks")
             if adjoint:
                 adjoint_options = {k: v for k, v in options.items() if k != "norm"}
-                if settings.seminorm:
+                if settings.seminorm or sixteen_bit:
                     adjoint_options["norm"] = "seminorm"
                 ys = torchdiffeq.odeint_adjoint(
                     func,
@@ -126,7 +133,7 @@ def solve_torchdiffeq(
         counting.stats.n_accepted = counting.attempted_steps
     if ys is None:  # stopped at an event: the solve returns its state there
         return [y0_given, trajectory.states[-1]]  # type: ignore[union-attr]  # trajectory is set: it raised
-    return ys.reshape(len(t)) if scalar else ys
+    return cast(ys.reshape(len(t)) if scalar else ys, dtypes_of(y0_given))
 
 
 class _EventReached(Exception):
@@ -141,7 +148,7 @@ def _recorder(trajectory: Trajectory, template: State) -> Callable[[Tensor, Stat
     def record(t0: Tensor, y0: State, dt: Tensor) -> None:
         flat = y0 if isinstance(y0, Tensor) else torch.cat([x.reshape(-1) for x in y0])
         chunks = flat.reshape(-1).split([x.numel() for x in parts])
-        state = rebuild(template, [c.reshape(x.shape) for c, x in zip(chunks, parts)])
+        state = rebuild(template, [c.reshape(x.shape).to(x.dtype) for c, x in zip(chunks, parts)])
         if trajectory.add(t0, state):
             raise _EventReached
 

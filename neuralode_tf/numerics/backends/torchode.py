@@ -13,7 +13,9 @@ reshapes back before each call of the field, so fields keep seeing their natural
 * ``adjoint="adjoint"`` runs torchode's ``BacksolveAdjoint``. Its backward pass evaluates the
   field under ``torch.func.vmap``, one torchode sample at a time (with ``per_sample=True``, states without
   the batch dimension, which must not depend on other samples), where Python control flow on ``t`` or
-  ``y`` cannot run: such a failure is a :class:`~neuralode_tf.numerics.FieldOutputError` saying so.
+  ``y`` cannot run: such a failure is a :class:`~neuralode_tf.numerics.FieldOutputError` saying so. For a
+  field computing in 16 bits its backward solve takes the seminorm of torchdiffeq's ``seminorm=True``
+  (:func:`~neuralode_tf.numerics._precision.computes_in_16_bits`).
 * Fixed steps (``euler``, ``heun``) take the grid of the other backends: each stretch between requested
   times and the field's ``jump_times`` is split into equal steps no longer than ``step_size``, solved as one
   torchode problem each.
@@ -21,16 +23,19 @@ reshapes back before each call of the field, so fields keep seeing their natural
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
 import torchode as to
 from torch import Tensor, nn
+from torchode.step_size_controllers import rms_norm
 
 from ..._typing import Field, State
 from ...protocols import jump_times_of
 from .._counting import CountingField
 from .._grid import fixed_grid
+from .._precision import Autocast, cast, computes_in_16_bits, dtypes_of, integrated, mixed, solver_arithmetic
 from .._registry import Backend, Settings, register_backend
 from .._state import leaves, rebuild, stack, unstack
 from ..errors import FieldOutputError, MaxStepsExceededError, SolveError, StepSizeUnderflowError
@@ -95,11 +100,17 @@ def solve_torchode(field: Field, y0: State, t: list[float], settings: Settings, 
     piece's (torchdiffeq's ``perturb``). Each piece after the first starts with the mean accepted
     step of the piece before as ``dt0``, instead of choosing an initial step afresh.
     """
-    counting = CountingField(field, stats, settings.max_steps if settings.step_size is None else None)
-    ys = _solve_pieces(counting, y0, t, settings)
+    # Under autocast or from a 16-bit y0, torchode integrates in float32 (or wider): its state, its error control and
+    # its times follow the state's dtype; its einsums run without autocast (_precision).
+    dtype, autocast = leaves(y0)[0].dtype if mixed(y0) else None, Autocast.of(y0)
+    # solve refuses seminorm=True here; a field computing in 16 bits gets it for the backsolve all the same.
+    settings = dataclasses.replace(settings, seminorm=computes_in_16_bits(y0))
+    counting = CountingField(field, stats, settings.max_steps if settings.step_size is None else None, dtype, autocast)
+    with solver_arithmetic(autocast):
+        ys = _solve_pieces(counting, integrated(y0), t, settings)
     if settings.adjoint == "adjoint":  # from here on, evaluations are the backsolve's (after every piece's forward)
         counting.start_backward()
-    return ys
+    return cast(ys, dtypes_of(y0))
 
 
 def _solve_pieces(counting: CountingField, y0: State, t: list[float], settings: Settings) -> State:
@@ -163,6 +174,8 @@ def _solve_piece(
     if adjoint:
         solver = to.BacksolveAdjoint(term, step_method, controller)
         solver.forward_adjoint.max_steps = max_steps
+        if settings.seminorm and method not in _FIXED_GRID:
+            solver.backward_adjoint.step_size_controller = _seminorm_controller(controller, y_flat.shape[1])
     else:
         # Backprop through the steps, not through the choice of step sizes: that adds nothing of note to the
         # gradient, and gives NaN where a sample's state is exactly zero (its error norm is sqrt(0)).
@@ -177,6 +190,16 @@ def _solve_piece(
     lead = (len(t), batch) if per_sample else (len(t),)
     mean_step = (t_eval[:, -1] - t_eval[:, 0]) / solution.stats["n_accepted"].clamp(min=1).to(dtype)
     return flat.unflatten(ys if per_sample else ys.reshape(len(t), -1), lead), mean_step
+
+
+def _seminorm_controller(controller: to.IntegralController, features: int) -> to.IntegralController:
+    """``controller`` for the backsolve's augmented state ``(adj_t, y, adj_y, adj_params)`` (``features`` each for
+    ``y`` and ``adj_y``), with its error norm over ``y`` and ``adj_y`` alone: the seminorm of Kidger, Chen & Lyons
+    (2021), for a field that computes in 16 bits (:func:`~neuralode_tf.numerics._precision.computes_in_16_bits`)."""
+    tolerances = {"atol": float(controller.atol), "rtol": float(controller.rtol)}
+    return to.IntegralController(
+        **tolerances, term=controller.term, norm=lambda x: rms_norm(x[:, 1 : 1 + 2 * features])
+    )
 
 
 def _record_stats(stats: Stats, raw: dict) -> None:
