@@ -70,7 +70,8 @@ class ContinuousDepth(nn.Module):
 
     **Mixed precision.** Under ``torch.autocast`` the module's output keeps its input's dtype (a float32 ``x`` stays
     float32, as the residual stream of a discrete stack under autocast) while the field's matmuls run in the autocast
-    dtype; a bfloat16 ``x`` through a bfloat16 field gives bfloat16, integrated in float32 in between
+    dtype; a bfloat16 ``x`` through a bfloat16 field gives bfloat16 (stepped in bfloat16 on the built-in fixed grids,
+    the discrete stack's arithmetic; in float32 by the external backends)
     (:func:`~neuralode_tf.solve`, Mixed precision).
 
     **Augmented fields.** A field with methods ``initial_state(x) -> y0`` and

@@ -173,19 +173,39 @@ def _gradients(field: nn.Module, x: Tensor, options: dict, *, autocast: bool) ->
 
 
 STATE_16 = {
-    "rk4": dict(method="rk4", steps=8),
-    "lie_trotter": dict(method="lie_trotter", steps=32),
     "torchdiffeq-dopri5": dict(method="dopri5", backend="torchdiffeq"),
     "torchdiffeq-adjoint": dict(method="dopri5", backend="torchdiffeq", adjoint="adjoint"),
     "torchode-dopri5": dict(method="dopri5", backend="torchode"),
 }
 
 
-@pytest.mark.parametrize("name, dtype", [(name, torch.bfloat16) for name in STATE_16] + [("rk4", torch.float16)])
-def test_a_16_bit_state_is_integrated_in_float32(device, name, dtype):
+@pytest.mark.parametrize("method", ["euler", "lie_trotter"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_16_bit_fixed_grid_is_the_discrete_stack_in_that_dtype(device, method, dtype):
+    """The built-in fixed grids march in a 16-bit ``y0``'s own dtype, with times in float32: one unit step per layer
+    is the discrete residual stack in that dtype, exactly (max |Δ| = 0), so a Hugging Face model in bfloat16 read as
+    an ODE gives its own logits. (Summed in bfloat16, many small steps lose accuracy: rk4's 8 steps here miss the
+    float32 solve by 6.8 ``U``; the external backends integrate in float32, below.)"""
+    field = _field(device, dict(method=method)).to(dtype)
+    x = _x(device).to(dtype)
+    sol = solve(field, x, [0.0, 3.0], method=method, steps=3)
+    assert sol.y1.dtype == dtype
+    assert {(t_dtype, y_dtype) for _, t_dtype, y_dtype in field.seen} == {(torch.float32, dtype)}
+    y = x
+    for layer in range(3):
+        t = torch.tensor(float(layer))
+        if method == "euler":
+            y = torch.add(y, field.field(t, y), alpha=1.0)
+        else:
+            for part in field.field.parts:
+                y = torch.add(y, part(t, y), alpha=1.0)
+    assert (sol.y1 - y).abs().max().item() == 0.0
+
+
+@pytest.mark.parametrize("name, dtype", [(name, torch.bfloat16) for name in STATE_16])
+def test_a_16_bit_state_is_integrated_in_float32_by_the_external_backends(device, name, dtype):
     """The field gets the state in its dtype and the time in float32; the solution is in the state's dtype, within
-    ``2 U`` of the float32 solve of the same weights and state (float16's unit roundoff is smaller), gradients within
-    ``4 U``. Summed in bfloat16, rk4's 8 steps missed by 6.8 ``U``, Lie-Trotter's 32 by 14.
+    ``2 U`` of the float32 solve of the same weights and state, gradients within ``4 U``.
 
     A parameter's gradient is summed over the field's evaluations by autograd, in the parameter's dtype: 32 evaluations
     here (8 rk4 steps, or 32 Lie-Trotter steps, each part once a step) give 2 ``U``, 128 give 11 ``U``. The adjoint
@@ -328,3 +348,22 @@ def test_a_float32_field_on_a_bfloat16_state_outside_autocast_is_refused(device)
     field = _field(device, {"method": "rk4"})
     with pytest.raises(InvalidStateError, match=r"^y0 has dtype torch.bfloat16 but the field's parameters have dtype"):
         solve(field, _x(device).bfloat16(), [0.0, 1.0], method="rk4", steps=4)
+
+
+def test_a_bfloat16_hugging_face_model_read_as_an_ode_gives_its_own_logits(device):
+    """A GPT-2 in bfloat16, converted: one Lie-Trotter step per block in bfloat16 is Hugging Face's forward, to the
+    last bit (max |Δ| = 0), padded or not."""
+    transformers = pytest.importorskip("transformers")
+    from neuralode_tf.models import from_transformers
+
+    config = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=64, n_positions=16)
+    hf = transformers.GPT2LMHeadModel(config).eval().to(device=device, dtype=torch.bfloat16)
+    converted = from_transformers(hf)
+    ids = torch.randint(0, 64, (2, 12), device=device)
+    mask = torch.ones_like(ids).index_fill_(1, torch.arange(9, 12, device=device), 0)
+    with torch.no_grad():
+        for attention_mask in (None, mask):
+            want = hf(ids, attention_mask=attention_mask).logits
+            got = converted(ids, attention_mask=attention_mask)
+            assert got.dtype == torch.bfloat16
+            assert (got.float() - want.float()).abs().max().item() == 0.0

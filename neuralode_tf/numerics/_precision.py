@@ -4,11 +4,13 @@ for 16-bit states (bfloat16, float16).
 * **The state** that the field gets, and the solution, have ``y0``'s dtype. Under autocast a float32 ``y0`` stays
   float32: the field's matmuls run in the autocast dtype and its output, whatever its dtype, is cast to the
   state's, as a discrete residual stack under autocast keeps its residual stream in float32 (``x + branch(x)``
-  promotes). A 16-bit ``y0`` is **integrated in float32** on every backend: the solver keeps a float32 copy of the
-  state, calls the field on that copy rounded to ``y0``'s dtype, casts the field's output to float32, and rounds
-  the solution to ``y0``'s dtype at the end. Summed in 16 bits, every increment under half a unit in the last
-  place of the state would be lost: a bfloat16 state of a small transformer field solved with rk4 drifted 24%
-  from the same solve in float64 over 64 steps, and 38% over 1024.
+  promotes). A 16-bit ``y0`` is stepped **in its own dtype on the built-in fixed grids**, so that one step per layer
+  is the discrete stack in that dtype (a bfloat16 Hugging Face model read as an ODE gives its own logits), and
+  **integrated in float32 by torchdiffeq and torchode**: the solver keeps a float32 copy of the state, calls the
+  field on that copy rounded to ``y0``'s dtype, casts the field's output to float32, and rounds the solution to
+  ``y0``'s dtype at the end. Summed in 16 bits, every increment under half a unit in the last place of the state is
+  lost: a bfloat16 state of a small transformer field solved with rk4 drifted 24% from the same solve in float64
+  over 64 steps, and 38% over 1024, so many small steps in bfloat16 want a float32 state under autocast.
 * **Times** are float32 or wider: the field gets ``t`` in the dtype the state is integrated in (float32 for a
   16-bit state), fixed grids are built in float64, torchdiffeq steps in float64 and torchode in the integrated
   state's dtype. In bfloat16 (8 significant bits) a stage at ``t = 4.9875`` reads ``5.0``, in the next layer of a

@@ -65,7 +65,8 @@ def solve(
             Its dtype must be the field's: a field whose parameters have another dtype (or device)
             fails with an :class:`InvalidStateError` naming both (not under :func:`torch.autocast`).
             The solution has ``y0``'s dtype, and so has the state the field gets. A 16-bit ``y0`` (bfloat16,
-            float16) is integrated in float32 (see Mixed precision below).
+            float16) is stepped in its dtype on the built-in fixed grids, in float32 by torchdiffeq and torchode
+            (see Mixed precision below).
         t: Strictly increasing, finite times, at least two, within the range of ``y0``'s dtype. A 2-D tensor
             ``(batch, n)`` gives each sample along dim 0 of ``y0`` its own times (torchode's per-sample spans:
             ``per_sample=True``, an adaptive method, a field without ``jump_times``); ``ys`` is then
@@ -159,9 +160,10 @@ def solve(
 
     Mixed precision (:mod:`~neuralode_tf.numerics._precision`): under ``torch.autocast`` a float32 ``y0`` stays a
     float32 state; the field's matmuls run in the autocast dtype and its output is cast to the state's dtype. A
-    16-bit ``y0`` is integrated in a float32 copy. Times, step sizes and error control are float32 or wider; the
-    solvers' own arithmetic runs without autocast, their field evaluations with it (backward passes included), and
-    adjoints take the seminorm where the field computes in 16 bits.
+    16-bit ``y0`` is stepped in its own dtype on the built-in fixed grids (one step per layer is then the discrete
+    stack in that dtype) and integrated in a float32 copy by torchdiffeq and torchode. Times, step sizes and error
+    control are float32 or wider; the solvers' own arithmetic runs without autocast, their field evaluations with it
+    (backward passes included), and adjoints take the seminorm where the field computes in 16 bits.
 
     Gradients with respect to ``t`` (a tensor that requires grad: a learnable depth or start) are
     ``dy(t_i)/dt_i = f(t_i, y(t_i))`` and ``dy(t_i)/dt_0 = -∂y(t_i)/∂y0 · f(t0, y0)``, with every

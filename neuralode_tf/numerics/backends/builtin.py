@@ -7,9 +7,10 @@ requested time and on every ``jump_times`` of the field inside the span), and so
 that ``stats`` counts. Under ``adjoint="checkpoint"`` every evaluation after the forward march is a
 recomputation of checkpointing's, counted into ``stats.nfe_backward`` as backward runs.
 
-Under autocast, or from a 16-bit ``y0``, the march runs on the state integrated in float32 (or wider), the field on
-the state in ``y0``'s dtype (:class:`~neuralode_tf.numerics._precision.InDtype`), and the states at the requested
-times are returned in ``y0``'s dtype.
+The march runs in ``y0``'s dtype, a 16-bit one too, so that one step per layer is the discrete stack in that dtype
+(a Hugging Face model in bfloat16 read as an ODE gives its logits exactly), with times in float32 or wider. Under
+autocast the field's output is cast to the state's dtype
+(:class:`~neuralode_tf.numerics._precision.InDtype`), as a discrete residual stream promotes ``x + branch(x)``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from ...protocols import jump_times_of
 from .._checkpointing import BackwardCounter
 from .._compiled import March, compiled
 from .._grid import fixed_grid, n_grid_steps
-from .._precision import InDtype, cast, dtypes_of, integrated, mixed
+from .._precision import InDtype, autocasting, cast, dtypes_of
 from .._registry import Backend, Settings, register_backend
 from .._validate import check_checkpoint_depth
 from ..dense import Trajectory
@@ -90,10 +91,10 @@ def _march_recorded(
 
 
 def _in_dtype(field: Field, y0: State) -> tuple[Field, State, tuple[torch.dtype, ...]]:
-    """The field, the state and the dtypes of ``y0`` to march in (:mod:`~neuralode_tf.numerics._precision`): under
-    autocast or from a 16-bit ``y0``, the field in ``y0``'s dtypes on the state integrated in float32 or wider."""
+    """The field, the state and the dtypes of ``y0`` to march in: ``y0``'s own dtypes, the field's output cast to
+    them under autocast (:mod:`~neuralode_tf.numerics._precision`)."""
     dtypes = dtypes_of(y0)
-    return (InDtype(field, dtypes), integrated(y0), dtypes) if mixed(y0) else (field, y0, dtypes)
+    return (InDtype(field, dtypes), y0, dtypes) if autocasting(y0) else (field, y0, dtypes)
 
 
 def _march(
