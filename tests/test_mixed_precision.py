@@ -20,6 +20,7 @@ Norms are root-mean-square over all entries (of ``y0``'s gradient, and of all pa
 from __future__ import annotations
 
 import copy
+import warnings
 
 import pytest
 import torch
@@ -133,11 +134,15 @@ def test_an_adaptive_solve_under_autocast_does_not_chase_rounding_noise(device, 
 
 @pytest.mark.parametrize("backend", ["torchdiffeq", "torchode"])
 def test_under_autocast_rtol_is_raised_to_the_unit_roundoff_of_bfloat16(device, backend):
-    """Finer tolerances give the solve at ``rtol = U``; outside autocast a float32 solve keeps its own."""
+    """Finer tolerances give the solve at ``rtol = U``, with a warning that names both; outside autocast a float32
+    solve keeps its own."""
     field, x = _field(device, {"method": "dopri5"}), _x(device)
     for autocast in (True, False):
-        with _autocast(device, autocast):
+        with _autocast(device, autocast), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             fine, floor = (solve(field, x, [0.0, 1.0], method="dopri5", rtol=r, backend=backend) for r in (1e-7, U))
+        raised = [w for w in caught if "rtol=1e-07 is below" in str(w.message)]
+        assert len(raised) == autocast
         assert torch.equal(fine.y1, floor.y1) == autocast
         assert (fine.stats == floor.stats) == autocast
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import math
 import numbers
+import warnings
 from collections.abc import Sequence
 from typing import Any, TypeGuard
 
@@ -168,7 +169,8 @@ def tolerances(
     method: str, backend: Backend, fixed: bool, rtol: object, atol: object, y0: State
 ) -> tuple[float, float]:
     """``(rtol, atol)`` with their defaults, for a method that uses them; refused for one that would ignore them.
-    ``rtol`` is raised to :func:`~neuralode_tf.numerics._precision.rtol_floor` (under autocast, for 16-bit states)."""
+    ``rtol`` is raised to :func:`~neuralode_tf.numerics._precision.rtol_floor` (under autocast, for 16-bit states),
+    with a warning when the caller gave a finer one."""
     if fixed and method not in backend.toleranced:
         given = [name for name, value in (("rtol", rtol), ("atol", atol)) if value is not None]
         if given:
@@ -176,6 +178,7 @@ def tolerances(
                 f"fixed-grid {method!r} has no error control, so {' and '.join(given)} would be ignored: give "
                 "step_size= or steps= alone, or choose an adaptive method such as 'dopri5'"
             )
+    given_rtol = rtol
     rtol = DEFAULT_RTOL if rtol is None else rtol
     atol = DEFAULT_ATOL if atol is None else atol
     if not (_is_real(rtol) and math.isfinite(rtol) and rtol >= 0):
@@ -196,8 +199,15 @@ def tolerances(
                 f"about 1 / {name}): use {name} >= {finest:.2g}, or a wider dtype for y0"
             )
     # A field computing in 16 bits (autocast, a 16-bit y0) is accurate to its unit roundoff alone: a finer rtol would
-    # shrink the steps chasing rounding noise (_precision).
-    return max(float(rtol), rtol_floor(y0)), float(atol)
+    # shrink the steps chasing rounding noise (_precision). The default rtol is raised quietly, a given one with a word.
+    floor = rtol_floor(y0)
+    if given_rtol is not None and float(rtol) < floor:
+        warnings.warn(
+            f"rtol={rtol!r} is below {floor!r}, the unit roundoff of the 16-bit dtype the field computes in "
+            f"(autocast, or a 16-bit state), which no error estimate resolves: the solve uses rtol={floor!r}",
+            stacklevel=4,
+        )
+    return max(float(rtol), floor), float(atol)
 
 
 def first_step(method: str, backend: Backend, dt0: object, options: object) -> dict[str, Any]:
