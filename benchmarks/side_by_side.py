@@ -10,7 +10,11 @@ timed round-robin in one process, and their ratio (ours / alternative: below 1, 
   materialised attention, at every measured length (``benchmarks/transevolve.py``);
 * checkpointing against the adjoints at 64 Euler / RK4 steps, in time and in peak memory (section 3);
 * one dopri5 solve asked for 200 output times against torchdiffeq's and torchode's own, in field evaluations
-  (``benchmarks/output_times.py``; counted, not timed).
+  (``benchmarks/output_times.py``; counted, not timed);
+* a training step of ``CausalLM`` (one Lie-Trotter step per layer) against the plain GPT written in
+  ``benchmarks/lm_training.py`` (eager, and both under ``torch.compile``; time and peak memory) and against Hugging
+  Face's ``GPT2LMHeadModel``, at each size; and the converted GPT-2's cached greedy ``generate`` against Hugging
+  Face's, per token (``benchmarks/generation.py --huggingface``), where those results exist.
 
 A ratio between two rows of one paired table (e.g. built-in against torchdiffeq, both timed against the hand
 loop) is the quotient of their paired ratios. Run ``python -m benchmarks.side_by_side`` after the two benchmarks;
@@ -49,6 +53,30 @@ def rows(suite: dict, transevolve: dict | None, output_times: dict | None = None
     if output_times is not None:
         table += _output_times(output_times)
     return table
+
+
+def language_model_rows(lm_training: dict | None, generation_hf: dict | None) -> list[Row]:
+    """The rows of a language-model training result and a generation-against-Hugging-Face result, if there are."""
+    out = []
+    for row in lm_training["rows"] if lm_training is not None else []:
+        ms = {key: 1e3 * seconds for key, seconds in row["seconds"].items()}
+        mib = {key: peak / 2**20 for key, peak in row["peak_bytes"].items()}
+        ours = f"`CausalLM` training step, {row['config']['depth']} layers, d = {row['config']['dim']}"
+        plain, ratio = "plain GPT (nanoGPT block)", row["ratio"]
+        out.append(Row(ours, ms["causal_lm eager"], plain, ms["gpt eager"], ratio["causal_lm eager"]))
+        if row["compiled"]:
+            compiled = ours.replace("`CausalLM`", "`torch.compile(CausalLM)`")
+            other = "`torch.compile` of the plain GPT"
+            out.append(Row(compiled, ms["causal_lm compiled"], other, ms["gpt compiled"], ratio["causal_lm compiled"]))
+        memory = row["memory_ratio"]["causal_lm eager"]
+        out.append(Row(ours, mib["causal_lm eager"], plain, mib["gpt eager"], memory, unit="MiB"))
+        hf = ratio["causal_lm eager"] / ratio["hf_gpt2 eager"]
+        out.append(Row(ours, ms["causal_lm eager"], "`GPT2LMHeadModel`", ms["hf_gpt2 eager"], hf))
+    for row in generation_hf["rows"] if generation_hf is not None else []:
+        ms, name = row["ms_per_token"], row["name"].replace("gpt2 ", "GPT-2 ")
+        ours = f"converted {name} cached greedy `generate`, per token"
+        out.append(Row(ours, ms["converted"], "Hugging Face `generate` with its cache", ms["hf"], row["ratio"]))
+    return out
 
 
 def _output_times(result: dict) -> list[Row]:
@@ -164,7 +192,11 @@ def main() -> None:
     transevolve = json.loads(transevolve_file.read_text()) if transevolve_file.is_file() else None
     output_times_file = RESULTS / f"output_times_{args.device}.json"
     output_times = json.loads(output_times_file.read_text()) if output_times_file.is_file() else None
-    text = markdown(rows(suite, transevolve, output_times))
+    language_models = [
+        json.loads(path.read_text()) if path.is_file() else None
+        for path in (RESULTS / f"lm_training_{args.device}.json", RESULTS / f"generation_hf_{args.device}.json")
+    ]
+    text = markdown(rows(suite, transevolve, output_times) + language_model_rows(*language_models))
     out = RESULTS / f"side_by_side_{args.device}.md"
     out.write_text(text)
     print(text + f"wrote {out}")

@@ -50,7 +50,13 @@ def check_cacheable(model: nn.Module) -> None:
 
 
 def sample_next(logits: Tensor, temperature: float, top_k: int | None, generator: torch.Generator | None) -> Tensor:
-    """One token per row of ``logits`` ``(B, V)``: from ``softmax(logits / temperature)`` over the ``top_k`` largest."""
+    """One token per row of ``logits`` ``(B, V)``: from ``softmax(logits / temperature)`` over the ``top_k`` largest.
+
+    ``top_k=1`` is greedy: the most likely token, the first of equals (Hugging Face's greedy search), whatever the
+    temperature, and nothing is drawn from ``generator``. (A draw costs ``V`` exponential variates: 1 ms per token
+    for GPT-2's vocabulary on a CPU, more than the step of a small model.)"""
+    if top_k == 1:
+        return logits.argmax(-1, keepdim=True)
     logits = logits / temperature
     if top_k is not None and top_k < logits.shape[-1]:
         kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]

@@ -14,6 +14,7 @@ from ._family import Family
 
 __all__ = ["ContinuousTransformersModel"]
 
+
 class ContinuousTransformersModel(nn.Module):
     """A Hugging Face transformers model whose stack of blocks is a :class:`~neuralode_tf.ContinuousDepth`.
 
@@ -68,14 +69,28 @@ class ContinuousTransformersModel(nn.Module):
             if padding is not None:
                 raise ValueError("a kv_cache takes no padding: decode unpadded sequences")
             check_cacheable(self)
-            if position_ids is None:
-                start = kv_cache.length
-                position_ids = torch.arange(start, start + input_ids.shape[-1], device=input_ids.device)[None]
+        base: Any = self.base  # a transformers PreTrainedModel
+        check_token_ids(input_ids, "input_ids", base.get_input_embeddings().num_embeddings)
+        return self._features(input_ids, attention_mask, padding, position_ids, token_type_ids, kv_cache)
+
+    def _features(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None,
+        padding: Tensor | None,
+        position_ids: Tensor | None,
+        token_type_ids: Tensor | None,
+        kv_cache: KVCache | None,
+    ) -> Tensor:
+        """:meth:`forward_features` once its checks have passed (``padding``: the ``key_padding_mask``), which
+        :meth:`generate` makes once, not per token (the walk of ``check_cacheable`` costs about a millisecond)."""
+        if kv_cache is not None and position_ids is None:
+            start = kv_cache.length
+            position_ids = torch.arange(start, start + input_ids.shape[-1], device=input_ids.device)[None]
         elif position_ids is None:
             position_ids = self.family.default_positions(input_ids, attention_mask)
         base: Any = self.base  # a transformers PreTrainedModel
         family = self.family
-        check_token_ids(input_ids, "input_ids", base.get_input_embeddings().num_embeddings)
         if token_type_ids is not None and not family.token_type_ids:
             raise ValueError(f"{type(base).__name__} takes no token_type_ids")
         x = family.embed(base, input_ids, position_ids, token_type_ids)
@@ -152,9 +167,9 @@ class ContinuousTransformersModel(nn.Module):
         if cache:
             check_cacheable(self)
         tokens, kv_cache = input_ids, KVCache()
-        for _ in range(max_new_tokens):
+        for _ in range(max_new_tokens):  # the ids were checked above (the prompt) or sampled; the cache too
             new = tokens[:, -1:] if cache and kv_cache.length else tokens
-            logits = self(new, kv_cache=kv_cache if cache else None)
+            logits = self.forward_head(self._features(new, None, None, None, None, kv_cache if cache else None), new)
             tokens = torch.cat([tokens, sample_next(logits[:, -1], temperature, top_k, generator)], dim=1)
         kv_cache.clear()  # the attention keeps it bound until the next forward: free its tensors now
         return tokens
