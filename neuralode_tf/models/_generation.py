@@ -56,6 +56,8 @@ def sample_next(logits: Tensor, temperature: float, top_k: int | None, generator
     temperature, and nothing is drawn from ``generator``. (A draw costs ``V`` exponential variates: 1 ms per token
     for GPT-2's vocabulary on a CPU, more than the step of a small model.)"""
     if top_k == 1:
+        if torch.isnan(logits).any():  # argmax would pick a token silently; a draw refuses NaN too
+            raise ValueError("the logits hold NaN: no token can be chosen (a non-finite model output)")
         return logits.argmax(-1, keepdim=True)
     logits = logits / temperature
     if top_k is not None and top_k < logits.shape[-1]:
