@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.side_by_side import markdown, rows
+from benchmarks.side_by_side import language_model_rows, markdown, rows
 
 pytestmark = pytest.mark.cpu_only("reads no device: arithmetic on benchmark results")
 
@@ -73,7 +73,10 @@ def test_the_readme_table_is_the_recorded_one():
     suite = json.loads((results / "suite_cpu.json").read_text())
     transevolve = json.loads((results / "transevolve_cpu.json").read_text())
     output_times = json.loads((results / "output_times_cpu.json").read_text())
-    assert markdown(rows(suite, transevolve, output_times)) in (root / "README.md").read_text()
+    lm_training = json.loads((results / "lm_training_cpu.json").read_text())
+    generation_hf = json.loads((results / "generation_hf_cpu.json").read_text())
+    table = rows(suite, transevolve, output_times) + language_model_rows(lm_training, generation_hf)
+    assert markdown(table) in (root / "README.md").read_text()
 
 
 def test_200_output_times_cost_solve_what_they_cost_the_peers():
