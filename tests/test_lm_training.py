@@ -215,3 +215,10 @@ def test_the_side_by_side_rows_of_the_language_models():
         == 0.9
     )
     assert len(table) == 5 and language_model_rows(None, None) == []
+
+
+def test_greedy_sampling_refuses_nan_logits(device):
+    """A NaN logit leaves no most likely token: greedy sampling raises, as a draw does, rather than pick one."""
+    logits = torch.tensor([[0.0, float("nan"), 2.0]], device=device)
+    with pytest.raises(ValueError, match="NaN"):
+        _generation.sample_next(logits, 1.0, 1, None)
