@@ -360,17 +360,21 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(reuse_venv=True)
 def bench(session: nox.Session) -> None:
-    """The performance suite and the TransEvolve benchmark (``benchmarks/``), then the side-by-side table of their
-    rows (``benchmarks/side_by_side.py``); writes benchmarks/results/*.json and side_by_side_<device>.md.
+    """The performance suite, the TransEvolve benchmark, the language model's training step and its generation
+    against Hugging Face's (``benchmarks/``), then the side-by-side table of their rows
+    (``benchmarks/side_by_side.py``); writes benchmarks/results/*.json and side_by_side_<device>.md.
 
-    Extra arguments go to the suite, e.g. ``nox -s bench -- --quick``.
+    Extra arguments go to the suite, e.g. ``nox -s bench -- --quick`` (which the others take as their own quick run).
     """
     _install(session, "-e", ".[dev,vision,data]")
     python = _python(session)
     env = {"OMP_NUM_THREADS": "2"}
+    quick = ["--quick"] if "--quick" in session.posargs else []
     session.run(python, "-m", "benchmarks.suite", *session.posargs, env=env)
-    session.run(python, "-m", "benchmarks.transevolve", *(["--quick"] if "--quick" in session.posargs else []), env=env)
+    session.run(python, "-m", "benchmarks.transevolve", *quick, env=env)
     session.run(python, "-m", "benchmarks.output_times", env=env)
+    session.run(python, "-m", "benchmarks.lm_training", *quick, env=env)
+    session.run(python, "-m", "benchmarks.generation", "--huggingface", *quick, env=env)
     session.run(python, "-m", "benchmarks.side_by_side")
 
 

@@ -9,6 +9,7 @@ that a backend is one :class:`Backend` and one :func:`register_backend` call.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import pydoc
 import re
@@ -233,6 +234,24 @@ def test_a_registered_backend_solves_and_is_listed(toy, device):
     grads = torch.autograd.grad(named.y1.sum(), [y0, *field.parameters()])
     reference = torch.autograd.grad(builtin.y1.sum(), [y0, *field.parameters()])
     assert all(torch.equal(g, r) for g, r in zip(grads, reference))
+
+
+def test_auto_picks_by_declared_priority_not_by_registration_order(device):
+    """A backend registered last but of a lower priority than the built-in one (0) is tried first for a method both
+    offer; one of the default priority (100) comes after torchode (20)."""
+    field, y0 = _problem(device)
+    first = dataclasses.replace(TOY, name="first", methods=("euler",), fixed_grid=frozenset({"euler"}), priority=-1)
+    register_backend(first)
+    try:
+        assert BACKENDS[0] == "first" and solve(field, y0, TIMES, method="euler", steps=8).stats.backend == "first"
+    finally:
+        unregister_backend("first")
+    register_backend(TOY)
+    try:
+        assert list(BACKENDS) == ["builtin", "torchdiffeq", "torchode", "toy"]
+        assert solve(field, y0, TIMES, method="euler", steps=8).stats.backend == "builtin"
+    finally:
+        unregister_backend("toy")
 
 
 def test_a_registered_backend_refuses_what_it_does_not_declare(toy, device):

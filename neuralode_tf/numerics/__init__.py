@@ -2,7 +2,7 @@
 torchdiffeq and torchode), with backprop, checkpointing or adjoint gradients.
 
 A backend is a :class:`Backend` given to :func:`register_backend`; ``numerics/backends/`` holds the built-in
-ones, registered on import in the order ``backend="auto"`` tries them.
+ones, registered on import; ``backend="auto"`` tries them by their declared ``priority``.
 """
 
 from . import backends

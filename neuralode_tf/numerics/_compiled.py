@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch import Tensor
 
 from .._typing import Field, State
 from ._registry import Backend
@@ -54,19 +55,44 @@ def check_compile(compile: object, method: str, backend: Backend) -> None:
 
 
 def compiled(
-    march: March, field: Field, y0: State, key: tuple, *, checkpoint: bool, compile: bool | dict[str, Any]
-) -> March:
-    """``march`` compiled with ``compile``'s options on top of :data:`COMPILE_OPTIONS`, from the cache of
-    ``field`` under ``key`` (which names the march: method, substep, grid, checkpointing) if compiled before."""
-    defaults = COMPILE_OPTIONS if leaves(y0)[0].device.type == "cpu" else {}
-    if checkpoint and not _CPP_WRAPPER_CHECKPOINTS:
-        defaults = {k: v for k, v in defaults.items() if k != "cpp_wrapper"}
-    options = {**defaults, **(compile if isinstance(compile, dict) else {})}
-    key = (*key, _hashable(options))
-    cache = _COMPILED.setdefault(field, {})
+    make_march: Callable[[], March],
+    field: Field,
+    y0: State,
+    key: tuple,
+    *,
+    checkpoint: bool,
+    compile: bool | dict[str, Any],
+) -> Callable[[Field, State], tuple[list[State], Tensor]]:
+    """The march ``make_march()`` compiled with ``compile``'s options on top of :data:`COMPILE_OPTIONS`, from the
+    cache of ``field`` under ``key`` (which names the march: method, substep, grid, checkpointing) if compiled
+    before. It returns the states after ``y0`` and a 0-dim bool tensor computed in the compiled graph: ``True`` if
+    the sum of all the states' entries, ``y0``'s too, is finite (NaN and Inf propagate through it;
+    :func:`~neuralode_tf.numerics._state.surely_finite` re-checks ``False`` entry by entry, as an overflowing sum of
+    finite entries gives it too)."""
+    device = leaves(y0)[0].device.type
+    key = (*key, device, compile if isinstance(compile, bool) else _hashable(compile))
+    cache = _COMPILED.get(field)
+    if cache is None:
+        cache = _COMPILED[field] = {}
     if key not in cache:
-        cache[key] = torch.compile(_own_code(march), options=options)
+        defaults = COMPILE_OPTIONS if device == "cpu" else {}
+        if checkpoint and not _CPP_WRAPPER_CHECKPOINTS:
+            defaults = {k: v for k, v in defaults.items() if k != "cpp_wrapper"}
+        options = {**defaults, **(compile if isinstance(compile, dict) else {})}
+        _hashable(options)
+        cache[key] = torch.compile(_own_code(_checked(make_march())), options=options)
     return cache[key]
+
+
+def _checked(march: March) -> Callable[[Field, State], tuple[list[State], Tensor]]:
+    def checked(field: Field, y0: State) -> tuple[list[State], Tensor]:
+        states = march(field, y0)
+        with torch.no_grad():
+            sums = [leaf.sum() for state in states for leaf in leaves(state)]
+            finite = torch.isfinite(sum(sums[1:], sums[0]))
+        return states[1:], finite  # not y0, an input: an output that is an input costs autograd a view per call
+
+    return checked
 
 
 def _own_code(fn: Callable) -> Callable:

@@ -9,6 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from .._typing import Field, State
+from ._field_checks import attribute
 from ._precision import Autocast, autocasting, cast, dtypes_of
 from ._state import check_like, leaves
 from .errors import MaxStepsExceededError
@@ -19,10 +20,12 @@ CALLBACKS = ("callback_step", "callback_accept_step", "callback_reject_step")
 accepted or rejected (torchdiffeq also looks for each name with ``_adjoint`` appended, for the backward solve)."""
 
 
+_CALLBACK_NAMES = (*CALLBACKS, *(name + "_adjoint" for name in CALLBACKS))
+
+
 def defined_callbacks(field: object) -> list[str]:
     """The names of torchdiffeq's step callbacks (and their ``*_adjoint`` versions) that ``field`` defines."""
-    names = [*CALLBACKS, *(name + "_adjoint" for name in CALLBACKS)]
-    return [name for name in names if callable(getattr(field, name, None))]
+    return [name for name in _CALLBACK_NAMES if callable(attribute(field, name))]
 
 
 class CountingField(nn.Module):

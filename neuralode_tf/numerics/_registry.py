@@ -119,6 +119,9 @@ class Backend:
             dtype and one element at least.
         counts_ahead: Whether ``solve`` fills in ``stats.nfe`` and ``stats.n_accepted`` before stepping (a fixed
             number of evaluations per step), so a non-finite value is located by its evaluation's number.
+        priority: Where ``backend="auto"`` tries it: a lower priority first (the built-in backend 0, torchdiffeq 10,
+            torchode 20), backends of one priority in the order they were registered. Which backend runs a method
+            offered by several is declared here, not left to the order the modules happen to be imported in.
     """
 
     name: str
@@ -139,6 +142,7 @@ class Backend:
     refused: Mapping[str, str] = field(default_factory=dict)
     concatenates: bool = False
     counts_ahead: bool = False
+    priority: int = 100
 
     def __post_init__(self) -> None:
         adaptive = set(self.methods) - set(self.fixed_grid)
@@ -161,13 +165,21 @@ class Backend:
 
 
 _REGISTRY: dict[str, Backend] = {}
+_EDITS = [0]
+"""How many times :data:`_REGISTRY` has changed."""
+
+
+def registry_edits() -> int:
+    """How many times a backend has been registered, replaced or unregistered (a plan settled since is current)."""
+    return _EDITS[0]
 
 
 def register_backend(backend: Backend, *, replace: bool = False) -> Backend:
-    """Add ``backend`` after those registered: ``backend="auto"`` tries it last. Returns it.
+    """Add ``backend``: ``backend="auto"`` tries it by its ``priority``, after the backends of that priority
+    registered before it. Returns it.
 
-    With ``replace=True`` it takes the place of the registered backend of its name instead (keeping that one's
-    place in the ``"auto"`` order), e.g. to declare a method added to it.
+    With ``replace=True`` it takes the place of the registered backend of its name instead, e.g. to declare a method
+    added to it.
 
     Raises:
         ValueError: a backend of that name is registered already (and ``replace`` is False), or none is (and
@@ -177,6 +189,7 @@ def register_backend(backend: Backend, *, replace: bool = False) -> Backend:
         state = "is registered already: unregister_backend it first" if not replace else "is not registered"
         raise ValueError(f"a backend named {backend.name!r} {state}")
     _REGISTRY[backend.name] = backend
+    _EDITS[0] += 1
     return backend
 
 
@@ -184,6 +197,7 @@ def unregister_backend(name: str) -> Backend:
     """Remove the backend ``name`` from the registry and return it."""
     backend = get_backend(name)
     del _REGISTRY[name]
+    _EDITS[0] += 1
     return backend
 
 
@@ -200,13 +214,13 @@ def methods(backend: str) -> tuple[str, ...]:
 
 
 def registered() -> tuple[Backend, ...]:
-    """The registered backends, in the order ``backend="auto"`` tries them."""
-    return tuple(_REGISTRY.values())
+    """The registered backends, in the order ``backend="auto"`` tries them (by ``priority``, then registration)."""
+    return tuple(sorted(_REGISTRY.values(), key=lambda backend: backend.priority))
 
 
 def offering(capability: str) -> str:
     """The names of the registered backends that offer ``capability`` (a boolean field), for messages."""
-    return " or ".join(b.name for b in _REGISTRY.values() if getattr(b, capability))
+    return " or ".join(b.name for b in registered() if getattr(b, capability))
 
 
 def quoted(names: Iterable[str]) -> str:
@@ -216,13 +230,13 @@ def quoted(names: Iterable[str]) -> str:
 
 class _Names(Sequence[str]):
     def __getitem__(self, index: Any) -> Any:
-        return tuple(_REGISTRY)[index]
+        return tuple(b.name for b in registered())[index]
 
     def __len__(self) -> int:
         return len(_REGISTRY)
 
     def __repr__(self) -> str:
-        return repr(tuple(_REGISTRY))
+        return repr(tuple(b.name for b in registered()))
 
 
 class _Gradients(Mapping[str, tuple[str, ...]]):

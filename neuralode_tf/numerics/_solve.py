@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -11,13 +12,12 @@ from torch import Tensor
 from .._typing import Field, State
 from ..protocols import jump_times_of
 from . import _feature_checks, _validate
-from ._compiled import check_compile
 from ._field_checks import check_field, check_field_matches_state, warn_outside_domain
 from ._nonfinite import raise_if_nonfinite
-from ._registry import Settings, get_backend
-from ._resolve import resolve_backend
+from ._plan import remembered
+from ._registry import Settings
 from ._state import surely_finite, tree_map, unstack
-from ._time_gradients import shifted_outputs, shifted_start, wants_time_gradients
+from ._time_gradients import shifted_outputs, shifted_start
 from .causality import _warn_if_causal
 from .dense import Trajectory
 from .errors import NonFiniteStateError, SolveError
@@ -189,50 +189,38 @@ def solve(
             :class:`~neuralode_tf.fields.WeightSharedField` of several sets past its depth).
     """
     check_field(field)
-    _validate.check_state(y0)
-    _feature_checks.check_dense_and_event(dense, event)
-    check_field_matches_state(field, y0)
-    sample_times = _feature_checks.sample_times(t, y0)
-    times = sample_times[0] if sample_times else _validate.check_times(t, y0)
-    warn_outside_domain(field, float(times[0]), float(times[-1]))
-    _validate.check_flags(seminorm, per_sample, max_steps)
-    checkpoints = _validate.checkpoints(checkpoints, adjoint, y0)
-    chosen = get_backend(
-        resolve_backend(
-            field, method, backend, adjoint=adjoint, substep=substep, seminorm=seminorm, per_sample=per_sample
-        )
-    )
-    per_sample = _validate.check_state_for_backend(y0, chosen, per_sample)
-    check_compile(compile, method, chosen)
-    _feature_checks.check_callbacks(field, chosen)
-    _feature_checks.check_recording(dense or event is not None, method, chosen, adjoint, compile, times, event)
-    fixed = method in chosen.fixed_grid
-    time_gradients = wants_time_gradients(t)  # t is then a tensor
-    recording = dense or event is not None or time_gradients
-    _feature_checks.check_sample_times(sample_times, chosen, per_sample, fixed, field, recording, y0)
-    step = _validate.step_size(method, fixed, times, step_size, steps)
-    rtol, atol = _validate.tolerances(method, chosen, fixed, rtol, atol, y0)
-    options = _validate.first_step(method, chosen, dt0, options)
-    _validate.check_gradients(method, chosen, adjoint, field, y0)
-    if step is None:
+    arguments = dict(
+        method=method, step_size=step_size, steps=steps, substep=substep, rtol=rtol, atol=atol, backend=backend,
+        adjoint=adjoint, checkpoints=checkpoints, seminorm=seminorm, per_sample=per_sample, max_steps=max_steps,
+        dt0=dt0, options=options, compile=compile, dense=dense, event=event,
+    )  # fmt: skip
+    plan = remembered(field, y0, t, arguments)  # every argument checked, once per configuration (_plan)
+    check_field_matches_state(field, y0)  # what may change between calls of one configuration, on every call:
+    warn_outside_domain(field, plan.times[0], plan.times[-1])
+    _feature_checks.check_callbacks(field, plan.backend)
+    _validate.check_gradients(method, plan.backend, adjoint, field, y0)
+    if plan.rtol_warning is not None:
+        warnings.warn(plan.rtol_warning, stacklevel=2)
+    if plan.step is None:
         _warn_if_causal(field, method)
+    chosen, times, sample_times, time_gradients = plan.backend, list(plan.times), plan.sample_times, plan.time_gradients
     stats = Stats(backend=chosen.name)
     if time_gradients:
         y0 = shifted_start(field, y0, t[0], stats)  # type: ignore[arg-type]
     trajectory = Trajectory(field, jump_times_of(field), stats, event) if dense or event else None
     settings = Settings(
         method=method,
-        step_size=step,
+        step_size=plan.step,
         substep=substep,
-        rtol=rtol,
-        atol=atol,
+        rtol=plan.rtol,
+        atol=plan.atol,
         adjoint=adjoint,
-        checkpoints=checkpoints,
+        checkpoints=plan.checkpoints,
         seminorm=seminorm,
-        per_sample=per_sample,
+        per_sample=plan.per_sample,
         max_steps=max_steps,
         dt0=dt0,
-        options=options,
+        options=dict(plan.options),
         compile=compile,
         trajectory=trajectory,
         sample_times=sample_times,
@@ -253,7 +241,7 @@ def solve(
         if not trajectory.fired:
             trajectory.add(times[-1], ys[-1] if isinstance(ys, list) else tree_map(lambda y: y[-1], ys))
         if event is not None and trajectory.fired:
-            event_t, y_event = locate_event(trajectory, event, refine=step is None)
+            event_t, y_event = locate_event(trajectory, event, refine=plan.step is None)
             ys, ts = [y0, y_event], torch.stack([ts[0], event_t.detach().double()])
     if time_gradients:
         ys = shifted_outputs(field, ys if isinstance(ys, list) else list(unstack(ys)), t, stats)  # type: ignore[arg-type]

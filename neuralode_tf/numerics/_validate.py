@@ -9,7 +9,6 @@ from __future__ import annotations
 import itertools
 import math
 import numbers
-import warnings
 from collections.abc import Sequence
 from typing import Any, TypeGuard
 
@@ -167,10 +166,10 @@ def step_size(method: str, fixed: bool, times: list[float], step_size: object, s
 
 def tolerances(
     method: str, backend: Backend, fixed: bool, rtol: object, atol: object, y0: State
-) -> tuple[float, float]:
-    """``(rtol, atol)`` with their defaults, for a method that uses them; refused for one that would ignore them.
-    ``rtol`` is raised to :func:`~neuralode_tf.numerics._precision.rtol_floor` (under autocast, for 16-bit states),
-    with a warning when the caller gave a finer one."""
+) -> tuple[float, float, str | None]:
+    """``(rtol, atol, warning)``: the tolerances with their defaults, for a method that uses them; refused for one
+    that would ignore them. ``rtol`` is raised to :func:`~neuralode_tf.numerics._precision.rtol_floor` (under
+    autocast, for 16-bit states); ``warning`` says so when the caller gave a finer one, else is ``None``."""
     if fixed and method not in backend.toleranced:
         given = [name for name, value in (("rtol", rtol), ("atol", atol)) if value is not None]
         if given:
@@ -201,13 +200,13 @@ def tolerances(
     # A field computing in 16 bits (autocast, a 16-bit y0) is accurate to its unit roundoff alone: a finer rtol would
     # shrink the steps chasing rounding noise (_precision). The default rtol is raised quietly, a given one with a word.
     floor = rtol_floor(y0)
+    warning = None
     if given_rtol is not None and float(rtol) < floor:
-        warnings.warn(
+        warning = (
             f"rtol={rtol!r} is below {floor!r}, the unit roundoff of the 16-bit dtype the field computes in "
-            f"(autocast, or a 16-bit state), which no error estimate resolves: the solve uses rtol={floor!r}",
-            stacklevel=4,
+            f"(autocast, or a 16-bit state), which no error estimate resolves: the solve uses rtol={floor!r}"
         )
-    return max(float(rtol), floor), float(atol)
+    return max(float(rtol), floor), float(atol), warning
 
 
 def first_step(method: str, backend: Backend, dt0: object, options: object) -> dict[str, Any]:

@@ -28,6 +28,8 @@ from typing import Any
 
 from torch import nn
 
+from ._field_checks import declared
+
 __all__ = ["CausalityWarning", "is_causal"]
 
 
@@ -39,7 +41,7 @@ def is_causal(field: Any) -> bool:
     """Whether ``field`` (or one of its submodules) declares ``causal = True``."""
     if not isinstance(field, nn.Module):
         return False
-    return any(getattr(module, "causal", False) is True for module in field.modules())
+    return any(causal is True for _, causal in declared(field, "causal"))
 
 
 def _warn_if_causal(field: Any, method: str) -> None:

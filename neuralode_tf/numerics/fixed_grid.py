@@ -176,7 +176,7 @@ def integrate(
     first_step: Step,
     step: Step,
     y0: State,
-    grid: list[list[float]],
+    grid: Sequence[Sequence[float]],
     *,
     checkpoint: bool,
     checkpoints: int | None = None,

@@ -21,9 +21,10 @@ from ..._typing import Field, State
 from ...protocols import jump_times_of
 from .._checkpointing import BackwardCounter
 from .._compiled import March, compiled
-from .._grid import fixed_grid, n_grid_steps
+from .._grid import Grid, fixed_grid, n_grid_steps
 from .._precision import InDtype, autocasting, cast, dtypes_of
 from .._registry import Backend, Settings, register_backend
+from .._state import CheckedStates
 from .._validate import check_checkpoint_depth
 from ..dense import Trajectory
 from ..fixed_grid import SPLITTING_SCHEMES, SplittingScheme, integrate, make_step, nfe_per_step, time_dtype
@@ -48,10 +49,19 @@ def solve_builtin(field: Field, y0: State, times: list[float], settings: Setting
     check_checkpoint_depth(checkpoints, n_steps)
     # A budget of N states or more keeps every step's activations: that is backprop.
     checkpoint = settings.adjoint == "checkpoint" and (checkpoints is None or checkpoints < n_steps)
-    march = _march(scheme, tableau, grid, checkpoint, checkpoints)
     if settings.compile is not False:
-        key = (method, substep, tuple(map(tuple, grid)), checkpoint, checkpoints)
-        return compiled(march, field, y0, key, checkpoint=checkpoint, compile=settings.compile)(field, y0)
+        key = (method, substep, grid, checkpoint, checkpoints)
+        checked = compiled(
+            lambda: _march(scheme, tableau, grid, checkpoint, checkpoints),
+            field,
+            y0,
+            key,
+            checkpoint=checkpoint,
+            compile=settings.compile,
+        )
+        states, finite = checked(field, y0)
+        return CheckedStates([y0, *states], finite)
+    march = _march(scheme, tableau, grid, checkpoint, checkpoints)
     recomputed = BackwardCounter(field, stats) if checkpoint else None
     out = march(recomputed or field, y0)
     if recomputed is not None:
@@ -62,7 +72,7 @@ def solve_builtin(field: Field, y0: State, times: list[float], settings: Setting
 def _march_recorded(
     field: Field,
     y0: State,
-    grid: list[list[float]],
+    grid: Grid,
     scheme: str | None,
     tableau: ButcherTableau,
     trajectory: Trajectory,
@@ -98,7 +108,7 @@ def _in_dtype(field: Field, y0: State) -> tuple[Field, State, tuple[torch.dtype,
 
 
 def _march(
-    scheme: str | None, tableau: ButcherTableau, grid: list[list[float]], checkpoint: bool, checkpoints: int | None
+    scheme: str | None, tableau: ButcherTableau, grid: Grid, checkpoint: bool, checkpoints: int | None
 ) -> March:
     """``(field, y0) -> [y0, y(t_1), ...]``: the built-in march over ``grid``."""
 
@@ -125,6 +135,7 @@ def _backend() -> Backend:
         compile=True,
         dense=frozenset(names),
         counts_ahead=True,
+        priority=0,
     )
 
 

@@ -233,6 +233,7 @@ def _translate(err: AssertionError, counting: CountingField) -> SolveError:
 register_backend(
     Backend(
         name="torchdiffeq",
+        priority=10,
         methods=tuple(_METHODS),
         fixed_grid=_FIXED_GRID,
         gradients=("backprop", "adjoint"),

@@ -234,6 +234,7 @@ def _raise_on_failure(status: Tensor, counting: CountingField, max_steps: int) -
 register_backend(
     Backend(
         name="torchode",
+        priority=20,
         methods=tuple(_METHODS),
         fixed_grid=_FIXED_GRID,
         gradients=("backprop", "adjoint"),
