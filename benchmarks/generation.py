@@ -38,18 +38,14 @@ and a step's time varies tenfold.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import shlex
 import statistics
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
-from benchmarks.harness import rounds
+from benchmarks.harness import provenance, rounds
 from neuralode_tf.models import CausalLM
 
 DIM, DEPTH, HEADS, VOCAB, BLOCK = 128, 4, 4, 65, 512
@@ -155,18 +151,13 @@ def _huggingface(quick: bool, repeats: int, out: Path | None) -> None:
 
     setup = dict(vocab_size=HF_VOCAB, prompt=PROMPT, new_tokens=new, batch=1, repeats=repeats, device="cpu")
     setup.update(threads=torch.get_num_threads(), torch=torch.__version__, transformers=transformers.__version__)
-    results = {"date": datetime.date.today().isoformat(), "command": _command(), "setup": setup}
+    results = {**provenance("benchmarks.generation"), "setup": setup}
     results.update(target=f"converted / hf time per token <= {HF_TARGET}", rows=rows)
     path = out or Path(__file__).parent / "results" / "generation_hf_cpu.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results, indent=2))
     print(f"wrote {path}")
 
-
-def _command() -> str:
-    threads = os.environ.get("OMP_NUM_THREADS")
-    command = shlex.join(["python", "-m", "benchmarks.generation", *sys.argv[1:]])
-    return f"OMP_NUM_THREADS={threads} {command}" if threads else command
 
 
 def main() -> None:
@@ -203,7 +194,7 @@ def main() -> None:
     setup = dict(dim=DIM, depth=DEPTH, num_heads=HEADS, vocab_size=VOCAB, block_size=BLOCK, prompt=PROMPT)
     setup.update(new_tokens=new, methods=METHODS, threads=torch.get_num_threads(), device=device_name)
     setup.update(torch=torch.__version__, warmup_tokens=WARMUP_TOKENS, competitors=["cached", "uncached"])
-    results = {"date": datetime.date.today().isoformat(), "command": _command(), "setup": setup, "rows": rows}
+    results = {**provenance("benchmarks.generation"), "setup": setup, "rows": rows}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2))
     print(f"wrote {out}")

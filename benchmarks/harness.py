@@ -19,9 +19,11 @@ itself needed, including the allocator's caching and fragmentation, plus about a
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import random
+import shlex
 import statistics
 import subprocess
 import sys
@@ -40,6 +42,17 @@ __all__ = [
     "rss_growth_of",
     "cuda_peak_of",
 ]
+
+
+def provenance(module: str) -> dict[str, str]:
+    """``{"date": ..., "command": ...}`` for a results file: today, and the command line that ran this benchmark
+    (``python -m module`` and its arguments), with ``OMP_NUM_THREADS`` where set."""
+    threads = os.environ.get("OMP_NUM_THREADS")
+    line = shlex.join(["python", "-m", module, *sys.argv[1:]])
+    return {
+        "date": datetime.date.today().isoformat(),
+        "command": f"OMP_NUM_THREADS={threads} {line}" if threads else line,
+    }
 
 
 def median_time(step: Callable[[], None], repeats: int = 5, warmup: int = 1) -> float:

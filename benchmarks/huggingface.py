@@ -33,18 +33,14 @@ Run: ``OMP_NUM_THREADS=2 python -m benchmarks.huggingface``.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import shlex
 import statistics
-import sys
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from benchmarks.harness import rounds
+from benchmarks.harness import provenance, rounds
 from neuralode_tf.models import from_transformers
 
 TARGETS = "converted / hf forward time <= 1.10 (float32, eval, no_grad, one Lie-Trotter step per block)"
@@ -192,11 +188,6 @@ def _exactness() -> dict[str, dict]:
     return table
 
 
-def _command() -> str:
-    threads = os.environ.get("OMP_NUM_THREADS")
-    command = shlex.join(["python", "-m", "benchmarks.huggingface", *sys.argv[1:]])
-    return f"OMP_NUM_THREADS={threads} {command}" if threads else command
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -228,7 +219,7 @@ def main() -> None:
             print(f"  {family:<22}{dtype:<9}{cells}{row['scale']:>8.2f}")
     setup = {"threads": torch.get_num_threads(), "device": "cpu", "torch": torch.__version__}
     setup.update(transformers=transformers.__version__, warmup=args.warmup, repeats=args.repeats, dtype="float32")
-    results = {"date": datetime.date.today().isoformat(), "command": _command(), "setup": setup, "targets": TARGETS}
+    results = {**provenance("benchmarks.huggingface"), "setup": setup, "targets": TARGETS}
     out = args.out or Path(__file__).parent / "results" / "huggingface_cpu.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({**results, "rows": rows, "exactness": exactness}, indent=2))

@@ -49,10 +49,7 @@ from __future__ import annotations
 
 import argparse
 import copy
-import datetime
 import json
-import os
-import shlex
 import statistics
 import subprocess
 import sys
@@ -63,7 +60,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from benchmarks.harness import cuda_peak_of, peak_rss_in_subprocess, rounds, rss_growth_of
+from benchmarks.harness import cuda_peak_of, peak_rss_in_subprocess, provenance, rounds, rss_growth_of
 from neuralode_tf import regularization
 from neuralode_tf.models import CausalLM
 
@@ -252,11 +249,6 @@ def _met(rows: list[dict]) -> dict[str, bool]:
     return met
 
 
-def _command() -> str:
-    threads = os.environ.get("OMP_NUM_THREADS")
-    command = shlex.join(["python", "-m", "benchmarks.lm_training", *sys.argv[1:]])
-    return f"OMP_NUM_THREADS={threads} {command}" if threads else command
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -289,7 +281,7 @@ def main() -> None:
     setup = dict(vocab_size=VOCAB, transport_cost=TRANSPORT_COST, repeats=repeats, warmup=args.warmup)
     setup.update(threads=torch.get_num_threads(), device=device_name, torch=torch.__version__)
     setup.update(transformers=transformers.__version__)
-    results = {"date": datetime.date.today().isoformat(), "command": _command(), "setup": setup}
+    results = {**provenance("benchmarks.lm_training"), "setup": setup}
     results.update(targets=TARGETS, rows=rows, met=_met(rows))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2))

@@ -41,12 +41,8 @@ Run: ``OMP_NUM_THREADS=2 python -m benchmarks.transevolve`` (``--quick`` for 256
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import shlex
 import statistics
-import sys
 from pathlib import Path
 
 import torch
@@ -54,7 +50,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from benchmarks.harness import cuda_peak_of, peak_rss_in_subprocess, rounds, rss_growth_of
+from benchmarks.harness import cuda_peak_of, peak_rss_in_subprocess, provenance, rounds, rss_growth_of
 from neuralode_tf.models import TRANSEVOLVE_VARIANTS, TransEvolveEncoder
 from neuralode_tf.nn import AttentionBranch, MLPBranch
 
@@ -190,11 +186,6 @@ def _print(row: dict) -> None:
         print(f"  {name:<20}{t:>10.3f}{vs_standard:>12.2f}x{vs_materialised:>16.2f}x{memory}")
 
 
-def _command() -> str:
-    threads = os.environ.get("OMP_NUM_THREADS")
-    command = shlex.join(["python", "-m", "benchmarks.transevolve", *sys.argv[1:]])
-    return f"OMP_NUM_THREADS={threads} {command}" if threads else command
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -222,7 +213,7 @@ def main() -> None:
     device_name = torch.cuda.get_device_name() if device.type == "cuda" else "cpu"
     setup = {"dim": DIM, "num_heads": HEADS, "depth": DEPTH, "threads": torch.get_num_threads(), "device": device_name}
     setup.update(torch=torch.__version__, warmup=1, competitors=list(COMPETITORS))
-    results = {"date": datetime.date.today().isoformat(), "command": _command(), "setup": setup}
+    results = {**provenance("benchmarks.transevolve"), "setup": setup}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({**results, "targets": TARGETS, "rows": rows}, indent=2))
     print(f"wrote {out}")

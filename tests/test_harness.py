@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 import subprocess
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.harness import paired, paired_ratios, race, rounds
+from benchmarks.harness import paired, paired_ratios, provenance, race, rounds
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,3 +60,14 @@ def test_rss_growth_counts_a_step_allocation_in_a_fresh_process():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True, cwd=ROOT)
     growth = int(out.stdout.strip().splitlines()[-1])
     assert 45 * 2**20 <= growth <= 60 * 2**20
+
+
+@pytest.mark.cpu_only("reads the environment and the command line, no tensors")
+def test_a_results_file_records_the_command_with_its_thread_count(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["lm_training.py", "--quick"])
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    recorded = provenance("benchmarks.lm_training")
+    assert recorded["command"] == "OMP_NUM_THREADS=1 python -m benchmarks.lm_training --quick"
+    assert recorded["date"] == datetime.date.today().isoformat()
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert provenance("benchmarks.lm_training")["command"] == "python -m benchmarks.lm_training --quick"

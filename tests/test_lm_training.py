@@ -42,6 +42,11 @@ def test_the_benchmarks_three_gpts_are_one_model(device, hf_extra):
     for ours, plain in zip(models["causal_lm"].parameters(), models["gpt"].parameters(), strict=True):
         assert ours.shape == plain.shape
         torch.testing.assert_close(ours.grad, plain.grad, rtol=1e-4, atol=1e-6)
+    hf = models["hf_gpt2"].config  # what the benchmark's docstring and the benchmarks page say of it
+    assert hf._attn_implementation == "sdpa" and hf.activation_function == "gelu"
+    dropouts = [m.p for model in models.values() for m in model.modules() if isinstance(m, torch.nn.Dropout)]
+    assert all(p == 0.0 for p in dropouts)  # no dropout in any of them
+    assert models["gpt"].head.weight is models["gpt"].embed.weight  # the tied head
 
 
 @pytest.mark.cpu_only("times training steps and measures process memory on the CPU")
