@@ -35,8 +35,8 @@
 # vanilla digits models and of the vanilla tweets model at the recordings' settings (the EA tweets model
 # alone takes about 1.5 minutes), and recomputes the ledger from the recordings. `full`
 # (`NEURALODE_TF_FULL=1`; about 1.5 hours on 2 CPU cores) reruns the recordings that need no checkpoint
-# whole, six models and three seeds each (`neuralode-tf compare ea_digits_vit --seeds 0 1 2`, `...
-# ea_tweets_text ...`, `... ea_digits_resnet ...`), and judges their qualitative claims on the live runs;
+# whole, six models and three seeds each (`neuralode-tf compare ea_vit_digits --seeds 0 1 2`, `...
+# ea_text_tweets ...`, `... ea_aa_resnet_digits ...`), and judges their qualitative claims on the live runs;
 # `ea_bert_tweets` needs its pretrained encoder first (the command in its recording).
 
 # %%
@@ -200,12 +200,12 @@ assert [CLAIM[i].verdict for i in ("t1-resnet-parameters", "t1-aa-parameters", "
 # Four stand-ins, each a 3-seed recording of `OMP_NUM_THREADS=1 neuralode-tf compare PRESET --seeds 0 1 2`
 # (`experiments/evolving_attention/README.md`):
 #
-# * Table 2 (ImageNet, EA-AA-ResNet-34, α = 0.5, β = 1): `ea_digits_resnet`, Table 2's own architecture
+# * Table 2 (ImageNet, EA-AA-ResNet-34, α = 0.5, β = 1): `ea_aa_resnet_digits`, Table 2's own architecture
 #   reduced (timm basic blocks 2-2-2-2 of widths 16-128, stages 1-3 attention-augmented; 10 epochs on
-#   digits; its baseline is AA-ResNet, `aa`), and `ea_digits_vit`, the digits ViT (16 patches, d = 48,
+#   digits; its baseline is AA-ResNet, `aa`), and `ea_vit_digits`, the digits ViT (16 patches, d = 48,
 #   4 heads, 4 blocks, 30 epochs; baseline `vanilla`);
 # * Table 4 (GLUE, EA-BERT-Base): `ea_bert_tweets`, EA-BERT fine-tuned from a small BERT pretrained here
-#   with masked-language modelling on the training tweets (α = β = 0.1), and `ea_tweets_text`, the
+#   with masked-language modelling on the training tweets (α = β = 0.1), and `ea_text_tweets`, the
 #   tweets classifier trained from scratch (d = 64, 4 blocks, α = β = 0.4).
 #
 # Test accuracy, mean ± standard deviation over seeds 0-2, next to the paper's ImageNet top-1 (Table 2)
@@ -213,15 +213,15 @@ assert [CLAIM[i].verdict for i in ("t1-resnet-parameters", "t1-aa-parameters", "
 # presets build today.
 
 # %%
-TABLE_OF = {"ea_digits_resnet": 2, "ea_digits_vit": 2, "ea_bert_tweets": 4, "ea_tweets_text": 4}
+TABLE_OF = {"ea_aa_resnet_digits": 2, "ea_vit_digits": 2, "ea_bert_tweets": 4, "ea_text_tweets": 4}
 STAND_IN = {
-    "ea_digits_resnet": "digits, EA-AA-ResNet",
-    "ea_digits_vit": "digits, ViT",
+    "ea_aa_resnet_digits": "digits, EA-AA-ResNet",
+    "ea_vit_digits": "digits, ViT",
     "ea_bert_tweets": "tweets, EA-BERT",
-    "ea_tweets_text": "tweets, classifier",
+    "ea_text_tweets": "tweets, classifier",
 }
 STAND_IN = {preset: name for preset, name in STAND_IN.items() if preset in LEDGER.recordings}
-BASELINE = {preset: "aa" if preset == "ea_digits_resnet" else "vanilla" for preset in STAND_IN}
+BASELINE = {preset: "aa" if preset == "ea_aa_resnet_digits" else "vanilla" for preset in STAND_IN}
 ROLES = ("vanilla", "ea", "no_convolution", "no_skip", "kernel_1x1", "kernel_5x5")  # the baseline first
 PAPER_ABLATIONS = {  # role: (ImageNet top-1, Table 2; CoLA, Table 4); "vanilla" is AA-ResNet-34 / BERT-Base
     "vanilla": (74.33, 58.4),
@@ -363,7 +363,7 @@ plt.show()
 LIVE_VARIANTS = (
     {preset: tuple(VARIANTS[preset]) for preset in STAND_IN if preset != "ea_bert_tweets"}
     if NB.full
-    else {"ea_digits_vit": ("ea", "vanilla"), "ea_tweets_text": ("vanilla",)}
+    else {"ea_vit_digits": ("ea", "vanilla"), "ea_text_tweets": ("vanilla",)}
 )
 SEEDS = (0, 1, 2) if NB.full else (0,)
 TOLERANCE = 2.0  # points of test accuracy, per run
@@ -388,7 +388,7 @@ for preset, rows in LIVE.items():
         )
         assert not row["non_finite"] and row["parameters"] == before["parameters"]
         assert gap <= TOLERANCE, f"{preset} {row['variant']} seed {row['seed']}: {gap:.2f} points from the recording"
-live_digits = {row["variant"]: row["parameters"] for row in LIVE["ea_digits_vit"]}
+live_digits = {row["variant"]: row["parameters"] for row in LIVE["ea_vit_digits"]}
 extra = live_digits["ea"] - live_digits["vanilla"]
 print(f"EA adds {extra} parameters to the {live_digits['vanilla']:,} of the vanilla digits ViT")
 assert extra == 4 * (4 * 4 * 9 + 4)  # 4 blocks, one 3x3 convolution over 4 heads each

@@ -219,7 +219,7 @@ for entry_id in ("fig1-sequential-is-lie-trotter", "fig1-parallel-is-euler", "s2
 images = torch.rand(5, 1, 8, 8, generator=torch.Generator().manual_seed(0))
 nfe = {}
 for name, options in [("sequential", {"field": "split"}), ("parallel", {}), ("parallel + rk4", {"method": "rk4"})]:
-    model = create_model("deit_tiny_digits", **nt_claims.FAMILY, num_sets=3, **options).eval()
+    model = create_model("vit_digits", **nt_claims.FAMILY, num_sets=3, **options).eval()
     with torch.no_grad():
         model(images)
     nfe[name] = model.encoder.stats.nfe
@@ -556,7 +556,7 @@ for entry in LEDGER.claims:
 
 # the overrides build the deit_tiny_cifar100 preset (plus the row's field, sets, method)
 for row in CIFAR_ROWS.values():
-    built = {**model_config("deit_tiny_digits").kwargs, **CIFAR_MODEL, **row, "num_classes": 100}
+    built = {**model_config("vit_digits").kwargs, **CIFAR_MODEL, **row, "num_classes": 100}
     assert built == {**model_config("deit_tiny_cifar100").kwargs, "field": "split", **row}
 
 # %% [markdown]

@@ -31,8 +31,8 @@
 # recomputes the ledger from the recorded 3-seed comparisons. `full` (`NEURALODE_TF_FULL=1`; roughly
 # 2 hours on 2 CPU cores) re-runs all three recorded comparisons and the stress run live, three seeds
 # at the presets' settings with the step sweep and the test split evaluated after every epoch
-# (`neuralode-tf compare ot_mnist_vit --seeds 0 1 2 --sweep --set eval_every=1`, and `ot_imdb_text`,
-# `ot_modelnet_set`), and judges the ledger's claims on the live runs instead.
+# (`neuralode-tf compare ot_mnist_digits --seeds 0 1 2 --sweep --set eval_every=1`, and `ot_imdb_tweets`,
+# `ot_modelnet40_shapes3d`), and judges the ledger's claims on the live runs instead.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -73,7 +73,7 @@ print(f"ledger: {len(LEDGER.claims)} claims")
 
 # %%
 PAPER = {
-    "ot_modelnet_set": {
+    "ot_modelnet40_shapes3d": {
         "title": "Table 1 · ModelNet40 (5 trials) | ours: shapes3d",
         "rows": {
             "baseline": ("0.86M", 87.4, 0.45),
@@ -83,7 +83,7 @@ PAPER = {
             "node_regularized": ("0.65M", 87.5, 0.51),
         },
     },
-    "ot_mnist_vit": {
+    "ot_mnist_digits": {
         "title": "Table 2 · MNIST (5 trials) | ours: digits",
         "rows": {
             "baseline": ("93k", 93.0, 0.69),
@@ -93,7 +93,7 @@ PAPER = {
             "node_regularized": ("18k", None, "= OT"),
         },
     },
-    "ot_catsdogs_vit": {
+    "ot_catsdogs": {
         "title": "Table 3 · Cats & Dogs (3 trials, final accuracy) | ours: not here",
         "rows": {
             "baseline": ("1.77M", 77.6, 0.86),
@@ -103,7 +103,7 @@ PAPER = {
             "node_regularized": ("1.48M", 75.6, 0.03),
         },
     },
-    "ot_imdb_text": {
+    "ot_imdb_tweets": {
         "title": "Table 4 · IMDb (5 trials; † λ = 0.01) | ours: tweets",
         "rows": {
             "baseline": ("4.74M", 83.9, 0.26),
@@ -120,12 +120,12 @@ PAPER_TABLE5 = {  # MNIST, trained with 20 Euler steps
 }
 STEPS = (1, 2, 4, 8, 16, 20)
 VARIANTS = ("baseline", "ot_unregularized", "ot", "node", "node_regularized")
-STAND_INS = {"ot_mnist_vit": "digits", "ot_imdb_text": "tweets", "ot_modelnet_set": "shapes3d"}
+STAND_INS = {"ot_mnist_digits": "digits", "ot_imdb_tweets": "tweets", "ot_modelnet40_shapes3d": "shapes3d"}
 TABLE = {
-    "ot_modelnet_set": "Table 1",
-    "ot_mnist_vit": "Table 2",
-    "ot_catsdogs_vit": "Table 3",
-    "ot_imdb_text": "Table 4",
+    "ot_modelnet40_shapes3d": "Table 1",
+    "ot_mnist_digits": "Table 2",
+    "ot_catsdogs": "Table 3",
+    "ot_imdb_tweets": "Table 4",
 }
 
 
@@ -166,11 +166,11 @@ assert ot_claims.mnist_node_is_ot() == "identical"
 # inducing points), Table 2 the whole models. All continuous variants of a task have the same count.
 
 # %%
-PAPER_COUNTS = {"ot_mnist": "93k / 18k", "ot_catsdogs_vit": "1.77M / 1.48M", "ot_imdb": "4.74M / 2.37M"}
+PAPER_COUNTS = {"ot_mnist": "93k / 18k", "ot_catsdogs": "1.77M / 1.48M", "ot_imdb": "4.74M / 2.37M"}
 PAPER_COUNTS["ot_modelnet40"] = "0.86M / 0.65M"
 COUNTED = {
     "ot_mnist": ot_claims.mnist_parameters,
-    "ot_catsdogs_vit": ot_claims.catsdogs_parameters,
+    "ot_catsdogs": ot_claims.catsdogs_parameters,
     "ot_imdb": ot_claims.imdb_parameters,
     "ot_modelnet40": ot_claims.modelnet40_parameters,
 }
@@ -196,12 +196,12 @@ for preset, paper in PAPER_COUNTS.items():
 # `experiments/ot_transformer/PRESET.json` holds one row per run (variant, seed, parameters, test
 # accuracy, non-finite flag, step sweep) of
 # `OMP_NUM_THREADS=1 neuralode-tf compare PRESET --seeds 0 1 2 --sweep` on 2 CPU cores, at the presets'
-# defaults, and the stress run `neuralode-tf compare ot_mnist_vit --variants ot_unregularized ot --seeds 0 1 2
+# defaults, and the stress run `neuralode-tf compare ot_mnist_digits --variants ot_unregularized ot --seeds 0 1 2
 # --set lr=0.02` (10x the learning rate). The learning curves of Figures 2 and 5 come from runs with a test
 # evaluation after every epoch (`--set eval_every=1`): `PRESET_curves.json`, the two models each figure's claims
 # compare (`--variants baseline ot` on shapes3d, `--variants ot ot_slight` on tweets), recorded apart because the
 # rows of `PRESET.json` were made on another machine, whose float rounding this one does not reproduce bit for bit;
-# on digits the `ot` and `ot_unregularized` rows of `ot_mnist_vit.json` were re-recorded in place (the same
+# on digits the `ot` and `ot_unregularized` rows of `ot_mnist_digits.json` were re-recorded in place (the same
 # accuracies, sweeps and training curves, with the test curves added). A recording counts only if it was made with today's stand-in
 # models (`recordings.json` there tags each one) and its parameter counts are what the presets build today. The stand-ins were rebuilt with the paper's blocks (eq. 12, Sinkformers' post-LN
 # ReLU encoder, Lee et al.'s Set Transformer, no gradient clipping), and a recording made with the earlier
@@ -225,26 +225,26 @@ def built_counts(preset: str) -> dict[str, int]:
     }
 
 
-CURVES = {"ot_modelnet_set": "ot_modelnet_set_curves", "ot_imdb_text": "ot_imdb_text_curves"}
+CURVES = {"ot_modelnet40_shapes3d": "ot_modelnet40_shapes3d_curves", "ot_imdb_tweets": "ot_imdb_tweets_curves"}
 """The recordings with the test curves of Figures 2 and 5, by stand-in (digits: the comparison's own)."""
 recorded = {preset: load_rows(NB.recorded / f"{preset}.json") for preset in STAND_INS}
-recorded["stress"] = load_rows(NB.recorded / "ot_mnist_vit_stress.json")
+recorded["stress"] = load_rows(NB.recorded / "ot_mnist_digits_stress.json")
 recorded |= {name: load_rows(NB.recorded / f"{name}.json") for name in CURVES.values()}
 counts = {preset: built_counts(preset) for preset in STAND_INS}
-counts["stress"] = counts["ot_mnist_vit"]
+counts["stress"] = counts["ot_mnist_digits"]
 counts |= {name: counts[preset] for preset, name in CURVES.items()}
 tags = json.loads((NB.recorded / "recordings.json").read_text())
 CURRENT = []
 for preset, rows in recorded.items():
     stored = {(row["variant"], row["parameters"]) for row in rows}
-    made_with = tags["recordings"]["ot_mnist_vit_stress" if preset == "stress" else preset]
+    made_with = tags["recordings"]["ot_mnist_digits_stress" if preset == "stress" else preset]
     current = made_with == tags["models"] and all(counts[preset].get(variant) == n for variant, n in stored)
     seeds = sorted({row["seed"] for row in rows})
     if current:
         CURRENT.append(preset)
         print(f"{preset:<16}: {len(rows)} runs, seeds {seeds}, counts match the preset: current")
     else:
-        name = "ot_mnist_vit" if preset == "stress" else preset.removesuffix("_curves")
+        name = "ot_mnist_digits" if preset == "stress" else preset.removesuffix("_curves")
         print(
             f"{preset:<16}: STALE (recorded with earlier models); regenerate with "
             f"`OMP_NUM_THREADS=1 neuralode-tf compare {name} --seeds 0 1 2 --sweep`"
@@ -256,7 +256,7 @@ STANDS = [preset for preset in STAND_INS if preset in CURRENT]
 # ## Live run
 #
 # `quick`: seed 0 of the recorded digits comparison, re-run at the preset's settings (the three
-# `ot_mnist_vit` models, 30 epochs, the test split evaluated after every epoch, which changes nothing of the
+# `ot_mnist_digits` models, 30 epochs, the test split evaluated after every epoch, which changes nothing of the
 # training, then every continuous model evaluated with 1-20 Euler steps). Single-threaded
 # CPU runs are deterministic, so on the machine that made the recording it gives the recorded accuracies bit
 # for bit; elsewhere it must agree within 2 points. `full`: the three
@@ -264,7 +264,7 @@ STANDS = [preset for preset in STAND_INS if preset in CURRENT]
 
 # %%
 torch.set_num_threads(1)  # as the recordings (OMP_NUM_THREADS=1)
-LIVE_PRESETS = tuple(STAND_INS) if NB.full else ("ot_mnist_vit",)
+LIVE_PRESETS = tuple(STAND_INS) if NB.full else ("ot_mnist_digits",)
 SEEDS = (0, 1, 2) if NB.full else (0,)
 
 
@@ -286,9 +286,9 @@ for preset in LIVE_PRESETS:
     print(f"{preset} on {STAND_INS[preset]}, seeds {list(SEEDS)}:")
     print(markdown_table(live[preset]))
 if NB.full:
-    stress_variants = {name: v for name, v in OT_VARIANTS["ot_mnist_vit"].items() if name != "baseline"}
+    stress_variants = {name: v for name, v in OT_VARIANTS["ot_mnist_digits"].items() if name != "baseline"}
     live["stress"] = compare_variants(
-        "ot_mnist_vit", stress_variants, SEEDS, NB.work / "stress", progress=False, device="cpu", lr=0.02
+        "ot_mnist_digits", stress_variants, SEEDS, NB.work / "stress", progress=False, device="cpu", lr=0.02
     )
     print("stress run (lr=0.02):")
     print(markdown_table(live["stress"]))
@@ -323,7 +323,7 @@ def paper_cell(mean, std) -> str:
     return f"{std}" if mean is None else f"{mean:.1f} ± {std:.2f}"
 
 
-for preset in ("ot_modelnet_set", "ot_mnist_vit", "ot_catsdogs_vit", "ot_imdb_text"):
+for preset in ("ot_modelnet40_shapes3d", "ot_mnist_digits", "ot_catsdogs", "ot_imdb_tweets"):
     print(PAPER[preset]["title"])
     print(
         f"  {'model':<17} {'paper params':>12} {'paper acc (%)':>14} | {'ours params':>11} {'ours acc (%)':>13} {'non-finite':>10}"
@@ -403,7 +403,7 @@ plt.show()
 fig, ax = plt.subplots(figsize=(5, 3.5))
 for variant, paper_sweep in PAPER_TABLE5.items():
     ax.plot(STEPS, list(paper_sweep.values()), "--", color=COLOURS[variant], label=f"paper (MNIST): {variant}")
-    runs = [r for r in OURS["ot_mnist_vit"] if r["variant"] == variant and not r["non_finite"]]
+    runs = [r for r in OURS["ot_mnist_digits"] if r["variant"] == variant and not r["non_finite"]]
     ours = [sum(100 * r["sweep"][k] for r in runs) / len(runs) for k in STEPS]
     ax.plot(STEPS, ours, "-o", color=COLOURS[variant], label=f"ours (digits): {variant}")
 ax.set_xscale("log", base=2)
@@ -427,7 +427,7 @@ claims.notebook_report(LEDGER, OURS if NB.full else None)
 # %% [markdown]
 # ## Not here: the real datasets (commands for a GPU)
 #
-# The paper presets `ot_mnist`, `ot_catsdogs_vit`, `ot_imdb` and `ot_modelnet40` read the papers'
+# The paper presets `ot_mnist`, `ot_catsdogs`, `ot_imdb` and `ot_modelnet40` read the papers'
 # datasets with `data.root=...` and carry Appendix B's models, steps, $\lambda$, epochs, batch sizes,
 # learning rates and step decays, with Adam and without gradient clipping, as Sinkformers' code (the
 # `appb-*` entries of the ledger check them). Differences that remain: no dropout inside the IMDb blocks

@@ -23,7 +23,7 @@ PACKAGE = Path(neuralode_tf.__file__).resolve().parent  # the package under test
 MAX_LINES = 300
 
 _LAYERS = [
-    {"_typing"},
+    {"_typing", "_renamed"},
     {"protocols", "data", "flops"},
     {"numerics"},
     {"_checks"},

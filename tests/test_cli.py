@@ -76,7 +76,7 @@ def test_describe_prints_the_settings_and_the_keys_of_the_preset(capsys):
 
 
 def test_describe_shows_the_builders_keywords_and_the_solve_settings_a_preset_gives(capsys):
-    assert main(["train", "ot_mnist_vit", "--describe"]) == 0
+    assert main(["train", "ot_mnist_digits", "--describe"]) == 0
     model = capsys.readouterr().out.split("\n\n")[2]
     rows = dict(line.split(maxsplit=1) for line in model.splitlines()[1:-1])
     assert (rows["field"], rows["steps"], rows["transport_cost"]) == ('"composed"', "20", "0.01")  # Kan et al.'s
@@ -92,7 +92,7 @@ def test_describe_shows_the_builders_keywords_and_the_solve_settings_a_preset_gi
     assert "with model={'dimm': 8}, data={}: unknown solve setting 'dimm'" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("preset", ["vit_digits", "transformer_mnist1d"])
+@pytest.mark.parametrize("preset", ["vit_digits", "signal_mnist1d"])
 def test_an_unknown_model_key_fails_naming_the_keys_describe_lists(preset, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["train", preset, "--out-dir", str(tmp_path / "run"), "--set", "model.dimm=8"])

@@ -1,5 +1,5 @@
 """Wang et al.'s (2021) translation ablations (Table 6, Figure 5) on the reversal stand-in: Seq2Seq's per-attention
-evolving settings change only their own attention, the ``ea_reverse_seq2seq`` preset builds every variant of Table
+evolving settings change only their own attention, the ``ea_seq2seq_reverse`` preset builds every variant of Table
 6, and the ledger judges the Table 6 and Figure 5 claims on its recording."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from neuralode_tf.train.presets import EA_REVERSE, EA_VARIANTS, PRESETS, VARIANT
 from paper_repro.claims import _ledger
 from tests._recordings import recorded_rows
 
-PRESET = "ea_reverse_seq2seq"
+PRESET = "ea_seq2seq_reverse"
 SMALL = dict(dim=16, num_heads=2, encoder_depth=2, decoder_depth=2)
 
 

@@ -132,7 +132,20 @@ def test_the_command_line_setting_reaches_the_comparison_rows(tmp_path):
     out = tmp_path / "compare"
     settings = ["epochs=2", "batch_size=256", "warmup_steps=0", "eval_every=1"]
     assert (
-        main(["compare", "ot_mnist_vit", "--variants", "ot", "--seeds", "0", "--out-dir", str(out), "--set", *settings])
+        main(
+            [
+                "compare",
+                "ot_mnist_digits",
+                "--variants",
+                "ot",
+                "--seeds",
+                "0",
+                "--out-dir",
+                str(out),
+                "--set",
+                *settings,
+            ]
+        )
         == 0
     )
     (row,) = json.loads((out / "rows.json").read_text())

@@ -34,7 +34,7 @@ def test_what_the_cache_cannot_serve_is_refused_by_name():
     prompt = start_prompt(VOCAB, torch.device("cpu"))
     with pytest.raises(ValueError, match="takes no padding"):
         converted(prompt, torch.tensor([[1, 1, 1, 1, 0], [1] * 5]), kv_cache=KVCache())
-    with pytest.raises(TypeError, match="needs a causal LM head; this converted model's task is 'base'"):
+    with pytest.raises(TypeError, match="needs a causal LM head; this converted model's head is 'base'"):
         from_transformers(model("llama", "base")).generate(prompt, 2)
     with pytest.raises(ValueError, match=r"5 \+ 600 tokens exceed the model's"):
         from_transformers(model("gpt2")).generate(prompt, 600)
@@ -47,3 +47,16 @@ def test_what_the_cache_cannot_serve_is_refused_by_name():
         assert converted.generate(prompt, 2, cache=False).shape == (2, 7)
     with pytest.raises(ValueError, match="a KVCache serves causal attention"):
         from_transformers(model("bert"))(prompt, kv_cache=KVCache())
+
+
+@pytest.mark.cpu_only("names, on a small CPU model")
+def test_the_head_is_named_head_and_the_former_name_task_still_reads_it():
+    from neuralode_tf.models import huggingface
+
+    converted = from_transformers(model("llama"))
+    assert converted.head == "causal_lm" and "head='causal_lm'" in repr(converted)
+    with pytest.warns(DeprecationWarning, match="'task' is now called 'head'"):
+        assert converted.task == "causal_lm"
+    with pytest.warns(DeprecationWarning, match="'TASKS' is now called 'HEADS'"):
+        assert huggingface.TASKS is huggingface.HEADS
+    assert huggingface.HEADS["ForCausalLM"] == "causal_lm"

@@ -30,7 +30,7 @@ SHORT = dict(block_size=16, windows=16, val_windows=4)  # 2 steps of 8 windows p
 
 def _short(tmp_path, **settings) -> TrainConfig:
     return TrainConfig(
-        "lm_tweets_char",
+        "nanogpt_tweets_char",
         epochs=2,
         batch_size=8,
         warmup_steps=0,
@@ -78,7 +78,7 @@ def test_a_resumed_run_sees_the_same_windows_and_losses(tmp_path):
 def test_the_cli_prints_the_validation_loss_and_perplexity(tmp_path, capsys):
     argv = [
         "train",
-        "lm_tweets_char",
+        "nanogpt_tweets_char",
         "--out-dir",
         str(tmp_path),
         "--set",
@@ -90,7 +90,7 @@ def test_the_cli_prints_the_validation_loss_and_perplexity(tmp_path, capsys):
     argv += [f"data.{key}={value}" for key, value in SHORT.items()]
     assert main(argv) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[-2].startswith("lm_tweets_char: validation loss ") and ", perplexity " in out[-2]
+    assert out[-2].startswith("nanogpt_tweets_char: validation loss ") and ", perplexity " in out[-2]
     result = json.loads(out[-1])
     assert f"validation loss {result['val_loss']:.4f}, perplexity {result['perplexity']:.3f}" in out[-2]
 
@@ -108,7 +108,9 @@ def test_accumulated_micro_batches_give_the_gradient_of_the_whole_batch():
     windows = TokenWindows(tokens, 12, 11, windows=8)
     data = Splits("toy", "lm", windows, windows, "random tokens")
     torch.manual_seed(0)
-    model = LM_PRESETS["lm_tweets_char"].build_model(data, dict(variant="ot", dim=16, depth=2, num_heads=2)).double()
+    model = (
+        LM_PRESETS["nanogpt_tweets_char"].build_model(data, dict(variant="ot", dim=16, depth=2, num_heads=2)).double()
+    )
     task = Task(model=model, data=data)
     rows, cpu = torch.arange(8), torch.device("cpu")
     whole = _accumulated_gradients(model, task, [task.batch(windows, rows, cpu)])
@@ -129,7 +131,7 @@ def test_accumulation_stops_before_back_propagating_a_non_finite_micro_batch():
     tokens = np.random.default_rng(1).integers(0, 11, size=200)
     windows = TokenWindows(tokens, 8, 11, windows=4)
     data = Splits("toy", "lm", windows, windows, "random tokens")
-    model = LM_PRESETS["lm_tweets_char"].build_model(data, dict(dim=8, depth=1, num_heads=2))
+    model = LM_PRESETS["nanogpt_tweets_char"].build_model(data, dict(dim=8, depth=1, num_heads=2))
     cpu = torch.device("cpu")
     batches = [Task(model, data).batch(windows, part, cpu) for part in torch.arange(4).chunk(2)]
 
@@ -152,7 +154,7 @@ def test_grad_accumulation_must_divide_each_processs_batch(tmp_path):
     with pytest.raises(ConfigError, match="must be divisible by grad_accumulation=3"):
         train(_short(tmp_path / "run", grad_accumulation=3))
     with pytest.raises(ConfigError, match="grad_accumulation=0 must be >= 1"):
-        TrainConfig("lm_tweets_char", grad_accumulation=0)
+        TrainConfig("nanogpt_tweets_char", grad_accumulation=0)
     assert not (tmp_path / "run").exists()
 
 
@@ -168,15 +170,15 @@ def _parameters(model: torch.nn.Module) -> int:
 def test_every_variant_builds_the_model_it_names():
     data = _placeholder(50, 16)
     models = {
-        name: LM_PRESETS["lm_tweets_char"].build_model(data, overrides)
-        for name, overrides in LM_VARIANTS["lm_tweets_char"].items()
+        name: LM_PRESETS["nanogpt_tweets_char"].build_model(data, overrides)
+        for name, overrides in LM_VARIANTS["nanogpt_tweets_char"].items()
     }
     fields = {name: type(model.encoder.field).__name__ for name, model in models.items()}
     assert fields == {"baseline": "WeightSharedField", "ot": "KineticEnergy", "ot_unregularized": "ComposedField"}
     assert _parameters(models["ot"]) == _parameters(models["ot_unregularized"]) < _parameters(models["baseline"])
     zhong = {
-        name: LM_PRESETS["zhong_lm_tweets_char"].build_model(data, overrides)
-        for name, overrides in LM_VARIANTS["zhong_lm_tweets_char"].items()
+        name: LM_PRESETS["zhong_nanogpt_tweets_char"].build_model(data, overrides)
+        for name, overrides in LM_VARIANTS["zhong_nanogpt_tweets_char"].items()
     }
     stems = ("parallel", "sequential")
     assert sorted(zhong) == [f"{layer}{suffix}" for layer in stems for suffix in ("", "_dropout", "_dropout_03")]
@@ -190,10 +192,10 @@ def test_every_variant_builds_the_model_it_names():
     assert zhong["sequential_dropout_03"].drop.p == zhong["parallel_dropout_03"].drop.p == 0.3
     assert all(VARIANTS[name] == LM_VARIANTS[name] for name in LM_VARIANTS)
     with pytest.raises(ValueError, match="unknown variant 'gpt'; valid: baseline, ot, ot_unregularized"):
-        LM_PRESETS["lm_tweets_char"].build_model(data, {"variant": "gpt"})
+        LM_PRESETS["nanogpt_tweets_char"].build_model(data, {"variant": "gpt"})
     digits = Splits("d", "image", TensorSplit(x=torch.zeros(1, 1, 8, 8), y=torch.zeros(1)), [], "d", ("0",))
     with pytest.raises(TypeError, match="needs token windows; 'd' holds 'image'"):
-        LM_PRESETS["lm_tweets_char"].build_model(digits, {})
+        LM_PRESETS["nanogpt_tweets_char"].build_model(digits, {})
 
 
 def test_the_released_configurations_build_the_released_models():
@@ -212,7 +214,7 @@ def test_the_released_configurations_build_the_released_models():
         config = preset.config
         assert (config.batch_size, config.grad_accumulation, config.lr, config.grad_clip) == (256, 4, 1e-3, 1.0)
         assert config.epochs * (preset.dataset_options["windows"] // config.batch_size) == 5000  # max_iters
-    preset = LM_PRESETS["ot_gpt2_owt"]
+    preset = LM_PRESETS["ot_gpt2_openwebtext"]
     with torch.device("meta"):
         gpt2 = preset.build_model(_placeholder(preset.dataset_options["vocab_size"], 1024), {})
     assert gpt2.head.out_features == 50304 and (preset.config.batch_size, preset.config.grad_accumulation) == (240, 40)

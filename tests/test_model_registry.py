@@ -93,7 +93,7 @@ def test_every_registered_model_runs_forward_and_backward(name, device):
 
 
 _EULER = {
-    "deit_tiny_digits",
+    "vit_digits",
     "ot_catsdogs_ode",
     "ot_imdb_ode",
     "ot_imdb_ode_tweets",
@@ -123,10 +123,10 @@ def test_every_registered_model_keeps_its_default_method(name):
 @pytest.mark.cpu_only("the registry's bookkeeping, no tensors")
 def test_registry_lookup_and_errors():
     assert list_models("ot_*_ode") == ["ot_catsdogs_ode", "ot_imdb_ode", "ot_mnist_ode", "ot_modelnet40_ode"]
-    config = model_config("deit_tiny_digits")
+    config = model_config("vit_digits")
     assert config.builder is ViT and config.doc and config.kwargs["patch_size"] == 2
     config.kwargs["patch_size"] = 4  # a copy: the registered configuration does not change
-    assert model_config("deit_tiny_digits").kwargs["patch_size"] == 2
+    assert model_config("vit_digits").kwargs["patch_size"] == 2
     with pytest.raises(ValueError, match="unknown model 'vit_huge'; valid: 'aa_resnet101', 'aa_resnet152'"):
         create_model("vit_huge")
     with pytest.raises(ValueError, match="a model named 'deit_tiny' is already registered"):
@@ -214,21 +214,21 @@ _LM_MODELS = {  # (preset, variant) -> the explicit CausalLM settings besides vo
         }.items()
     },
     **{
-        ("ot_gpt2_owt", variant): dict(_NANOGPT, dim=768, depth=12, num_heads=12, dropout=0.0, **settings)
+        ("ot_gpt2_openwebtext", variant): dict(_NANOGPT, dim=768, depth=12, num_heads=12, dropout=0.0, **settings)
         for variant, settings in {
             "baseline": {},
             "ot": dict(field="composed", steps=10, transport_cost=0.2),
             "ot_unregularized": dict(field="composed", steps=10, transport_cost=None),
         }.items()
     },
-    ("lm_tweets_char", "baseline"): _CHAR_SMALL,
+    ("nanogpt_tweets_char", "baseline"): _CHAR_SMALL,
     **{
-        ("lm_tweets_char", variant): dict(_NANOGPT, dim=80, depth=2, num_heads=2, dropout=0.0, field="composed",
+        ("nanogpt_tweets_char", variant): dict(_NANOGPT, dim=80, depth=2, num_heads=2, dropout=0.0, field="composed",
                                           steps=5, transport_cost=cost, norms=False)
         for variant, cost in (("ot", 1.0), ("ot_unregularized", None))
     },
     **{
-        ("zhong_lm_tweets_char", f"{layer}{suffix}"): dict(_CHAR_SMALL, field=field, dropout=dropout)
+        ("zhong_nanogpt_tweets_char", f"{layer}{suffix}"): dict(_CHAR_SMALL, field=field, dropout=dropout)
         for layer, field in (("sequential", "split"), ("parallel", "parallel"))
         for suffix, dropout in (("", 0.0), ("_dropout", 0.1), ("_dropout_03", 0.3))
     },
@@ -261,21 +261,21 @@ def _lm_preset(preset: str, default: str) -> Callable[..., nn.Module]:
 _PRESET_MODELS: dict[str, tuple[Splits, Callable[..., nn.Module], int]] = {
     "vit_digits": (_DIGITS, _digits_vit, 114_778),
     "text_tweets": (_TWEETS, lambda d, **o: _text(d, **{**_TINY, "depth": 2, **o}), 992_323),
-    "set_shapes3d": (
+    "set_transformer_shapes3d": (
         _data("points", 8),
         lambda d, **o: SetTransformer(d.num_classes, **{**_SHAPES3D, **o}),
         257_608,
     ),
-    "transformer_mnist1d": (
+    "signal_mnist1d": (
         _data("signal", 10, torch.zeros(1, 40)),
         lambda d, **o: SignalClassifier(d.num_classes, **{"patch": 4, **_TINY, "depth": 4, **o}),
         201_034,
     ),
     "transevolve_listops": (_data("tokens", 10, vocab=17), _listops, 96_842),
-    "ea_digits_vit": (_DIGITS, lambda d, **o: _digits_vit(d, **{**_EA_DIGITS, **o}), 115_370),
-    "ea_tweets_text": (_TWEETS_12K, lambda d, **o: _text(d, **{**_EA_TWEETS, **o}), 623_443),
+    "ea_vit_digits": (_DIGITS, lambda d, **o: _digits_vit(d, **{**_EA_DIGITS, **o}), 115_370),
+    "ea_text_tweets": (_TWEETS_12K, lambda d, **o: _text(d, **{**_EA_TWEETS, **o}), 623_443),
     "transevolve_reverse": (_REVERSE, _reverse, 282_112),
-    "ea_reverse_seq2seq": (
+    "ea_seq2seq_reverse": (
         _REVERSE,
         lambda d, **o: Seq2Seq(
             len(d.vocab),
@@ -283,7 +283,7 @@ _PRESET_MODELS: dict[str, tuple[Splits, Callable[..., nn.Module], int]] = {
         ),
         353_588,
     ),
-    "zhong_reverse_seq2seq": (
+    "zhong_seq2seq_reverse": (
         _REVERSE,
         lambda d, **o: Seq2Seq(
             len(d.vocab), **{**_TINY, "encoder_depth": 3, "decoder_depth": 3, "field": "parallel", **o}
@@ -300,7 +300,7 @@ _PRESET_MODELS: dict[str, tuple[Splits, Callable[..., nn.Module], int]] = {
         lambda d, **o: _image_vit(d, **{**_MNIST_VIT, "dim": 64, **_OT_VIT, **o}),
         17_546,
     ),
-    "ot_catsdogs_vit": (
+    "ot_catsdogs": (
         _data("image", 2, torch.zeros(1, 3, 224, 224)),
         lambda d, **o: _image_vit(d, **{**_CATS_DOGS_VIT, "depth": 5, **_OT_VIT, **o}),
         1_603_330,
@@ -311,17 +311,17 @@ _PRESET_MODELS: dict[str, tuple[Splits, Callable[..., nn.Module], int]] = {
         lambda d, **o: ReferenceSetTransformer(d.num_classes, **{**_ISAB, **_OT_SET, **o}),
         823_440,
     ),
-    "ot_mnist_vit": (
+    "ot_mnist_digits": (
         _DIGITS,
         lambda d, **o: _image_vit(d, **{**_MNIST_VIT, "patch_size": 2, "dim": 64, **_OT_VIT, **o}),
         14_666,
     ),
-    "ot_imdb_text": (
+    "ot_imdb_tweets": (
         _TWEETS_12K,
         lambda d, **o: _text(d, **{**_IMDB, **_TINY, "mlp_hidden": 256, **_OT_TEXT, **o}),
         572_867,
     ),
-    "ot_modelnet_set": (
+    "ot_modelnet40_shapes3d": (
         _data("points", 8),
         lambda d, **o: ReferenceSetTransformer(
             d.num_classes, **{**_ISAB, "num_heads": 2, "num_seeds": 8, "dropout": 0.0, **_OT_SET, "dim": 50, **o}
@@ -330,10 +330,10 @@ _PRESET_MODELS: dict[str, tuple[Splits, Callable[..., nn.Module], int]] = {
     ),
     "nanogpt_shakespeare_char": (_windows(65, 256), _lm_preset("nanogpt_shakespeare_char", "baseline"), 10_745_088),
     "ot_nanogpt_shakespeare_char": (_windows(65, 256), _lm_preset("ot_nanogpt_shakespeare_char", "ot"), 6_246_720),
-    "ot_gpt2_owt": (_windows(50304, 1024), _lm_preset("ot_gpt2_owt", "ot"), 124_373_760),
-    "lm_tweets_char": (_windows(120, 64), _lm_preset("lm_tweets_char", "baseline"), 350_112),
-    "zhong_lm_tweets_char": (_windows(120, 64), _lm_preset("zhong_lm_tweets_char", "parallel"), 350_112),
-    "ea_digits_resnet": (_DIGITS, lambda d, **o: _resnet(d, **{**_RESNET_DIGITS, "evolving": True, **o}), 699_054),
+    "ot_gpt2_openwebtext": (_windows(50304, 1024), _lm_preset("ot_gpt2_openwebtext", "ot"), 124_373_760),
+    "nanogpt_tweets_char": (_windows(120, 64), _lm_preset("nanogpt_tweets_char", "baseline"), 350_112),
+    "zhong_nanogpt_tweets_char": (_windows(120, 64), _lm_preset("zhong_nanogpt_tweets_char", "parallel"), 350_112),
+    "ea_aa_resnet_digits": (_DIGITS, lambda d, **o: _resnet(d, **{**_RESNET_DIGITS, "evolving": True, **o}), 699_054),
     **{
         f"{'ea_' if evolving else ''}aa_resnet{depth}_imagenet": (
             _IMAGENET,

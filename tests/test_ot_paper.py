@@ -26,7 +26,7 @@ def _images(channels: int, side: int, classes: int) -> Splits:
 
 PAPER_SHAPES = {  # the data's shapes only: no file is read
     "ot_mnist": lambda: _images(1, 28, 10),  # 28x28x1, 10 classes
-    "ot_catsdogs_vit": lambda: _images(3, 224, 2),  # Sinkformers resize to 224x224x3, 2 classes
+    "ot_catsdogs": lambda: _images(3, 224, 2),  # Sinkformers resize to 224x224x3, 2 classes
     "ot_imdb": lambda: Splits(  # Sinkformers' 16,000-token sentencepiece vocabulary, 2 classes
         "imdb", "tokens", [], [], "shape only", classes=("neg", "pos"), vocab=Vocabulary(f"w{i}" for i in range(15_998))
     ),
@@ -58,7 +58,7 @@ def test_mnist_counts_are_table_2():
 
 @pytest.mark.cpu_only("counts parameters on the meta device; no computation")
 def test_catsdogs_counts_are_table_3():
-    counts = _counts("ot_catsdogs_vit")
+    counts = _counts("ot_catsdogs")
     assert counts["baseline"] == (1_899_138, 1_774_848) and counts["continuous"][1] == 1_479_040
     assert (f"{counts['baseline'][1] / 1e6:.2f}M", f"{counts['continuous'][1] / 1e6:.2f}M") == ("1.77M", "1.48M")
 
@@ -81,7 +81,7 @@ def test_modelnet_counts_are_table_1():
 def test_paper_presets_have_appendix_b_settings():
     settings = {  # epochs, batch, lr, decays, data options, {variant: (steps, λ)}
         "ot_mnist": (45, 100, 5e-4, [35, 40], {}, {"ot": (20, 0.01), "ot_unregularized": (20, None)}),
-        "ot_catsdogs_vit": (250, 64, 3e-5, [], {}, {"ot": (20, 0.01), "node_regularized": (20, 0.005)}),
+        "ot_catsdogs": (250, 64, 3e-5, [], {}, {"ot": (20, 0.01), "node_regularized": (20, 0.005)}),
         "ot_imdb": (15, 64, 1e-4, [12], {"max_length": 512}, {"ot": (8, 0.5), "node_regularized": (8, 0.5)}),
         "ot_modelnet40": (200, 64, 1e-3, [150], {"num_points": 5000}, {"ot": (8, 1.0), "node_regularized": (8, 0.1)}),
     }
@@ -209,7 +209,7 @@ def test_field_norm_puts_a_layer_norm_in_the_composed_field(device):
 @pytest.mark.cpu_only("trains on the CPU and reads metrics.csv")
 def test_lr_decay_epochs_divide_the_learning_rate_by_ten(tmp_path):
     settings = dict(epochs=3, batch_size=512, lr=1e-3, warmup_steps=0, lr_decay_epochs=[1, 2], progress=False)
-    train(replace(PRESETS["ot_mnist_vit"].config, out_dir=str(tmp_path), model={"steps": 2}, **settings))
+    train(replace(PRESETS["ot_mnist_digits"].config, out_dir=str(tmp_path), model={"steps": 2}, **settings))
     rows = (tmp_path / "metrics.csv").read_text().splitlines()
     lrs = [float(row.split(",")[5]) for row in rows[1:]]  # the rate after each step: 2 steps per epoch
     assert lrs == pytest.approx([1e-3, 1e-4, 1e-4, 1e-5, 1e-5, 1e-5])

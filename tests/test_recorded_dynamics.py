@@ -31,7 +31,7 @@ def test_the_guide_quotes_the_adaptive_depth_verdicts():
     models = json.loads(ADAPTIVE.read_text(encoding="utf-8"))["models"]
     guide = _guide()
     assert all(summary["verdict_solvers"] == "disagree" for summary in models.values())  # "no solver ... of the three"
-    quoted = (("vit_digits", "exit at layer, p >= 0.9", 4), ("lm_tweets_char", "exit when KL < 0.05", 3))
+    quoted = (("vit_digits", "exit at layer, p >= 0.9", 4), ("nanogpt_tweets_char", "exit when KL < 0.05", 3))
     for name, exit_name, layers in quoted:
         test = models[name]["tests"][exit_name]
         assert test["verdict"] == "agree"
@@ -47,7 +47,7 @@ def test_the_guide_quotes_the_adaptive_depth_verdicts():
     vit = {p["name"]: p["accuracy_mean"] for p in models["vit_digits"]["points"]}
     flow = [a for n, a in vit.items() if n.startswith("dopri5")]
     assert f"({min(flow):.0f}-{max(flow):.0f}% instead of {vit['discrete']:.0f}% on vit_digits" in guide
-    for name in ("lm_tweets_char", "gpt2_tweets_char"):
+    for name in ("nanogpt_tweets_char", "gpt2_tweets_char"):
         points = {p["name"]: p["accuracy_mean"] for p in models[name]["points"]}
         assert all(10 <= a <= 14.5 for n, a in points.items() if n.startswith("dopri5"))
         assert 30 <= points["discrete"] <= 34.5

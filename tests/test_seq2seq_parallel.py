@@ -137,7 +137,7 @@ def test_the_table_3_claims_are_judged_on_the_recording_of_the_preset():
     from paper_repro.claims import _ledger
     from tests._recordings import recorded_rows
 
-    preset = "zhong_reverse_seq2seq"
+    preset = "zhong_seq2seq_reverse"
     variants = VARIANTS[preset]
     assert variants is ZHONG_REVERSE_VARIANTS
     assert variants == {

@@ -141,7 +141,7 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, monk
 def test_cli_lists_presets(capsys):
     assert main(["train", "--list"]) == 0
     listed = capsys.readouterr().out
-    for name in ("vit_digits", "text_tweets", "set_shapes3d", "transformer_mnist1d", "seq2seq_reverse"):
+    for name in ("vit_digits", "text_tweets", "set_transformer_shapes3d", "signal_mnist1d", "seq2seq_reverse"):
         assert name in listed
 
 
@@ -178,13 +178,13 @@ def test_config_file_with_overrides(tmp_path):
 
 
 @pytest.mark.cpu_only("counts parameters; no device computation")
-@pytest.mark.parametrize("preset", ["ot_mnist_vit", "ot_imdb_text", "ot_modelnet_set"])
+@pytest.mark.parametrize("preset", ["ot_mnist_digits", "ot_imdb_tweets", "ot_modelnet40_shapes3d"])
 def test_ot_presets_build_every_variant(preset):
     from neuralode_tf.train import OT_VARIANTS
     from neuralode_tf.train.presets import PRESETS
 
     settings = PRESETS[preset]
-    small = {"ot_imdb_text": {"max_samples": 300}, "ot_modelnet_set": {"num_train": 16, "num_test": 8}}
+    small = {"ot_imdb_tweets": {"max_samples": 300}, "ot_modelnet40_shapes3d": {"num_train": 16, "num_test": 8}}
     data = settings.load_data(small.get(preset, {}))
     counts = {
         name: sum(p.numel() for p in settings.build_model(data, v).parameters())
@@ -202,7 +202,7 @@ def test_transport_cost_reaches_the_loss_and_the_metrics(tmp_path):
 
     variants = {"ot": dict(transport_cost=0.01, steps=4), "heavy": dict(transport_cost=100.0, steps=4)}
     rows = compare_variants(
-        "ot_mnist_vit", variants, seeds=(0,), out_dir=tmp_path, epochs=1, warmup_steps=0, max_steps=6, progress=False
+        "ot_mnist_digits", variants, seeds=(0,), out_dir=tmp_path, epochs=1, warmup_steps=0, max_steps=6, progress=False
     )
     assert [row["non_finite"] for row in rows] == [False, False]
     metrics = {row["variant"]: (Path(row["out_dir"]) / "metrics.csv").read_text().splitlines() for row in rows}
@@ -220,7 +220,7 @@ def test_a_diverging_run_is_counted_not_raised(tmp_path):
     from neuralode_tf.train import compare_variants, summarize
 
     rows = compare_variants(
-        "ot_mnist_vit",
+        "ot_mnist_digits",
         {"diverging": dict(steps=2)},
         seeds=(0,),
         out_dir=tmp_path,
@@ -237,7 +237,7 @@ def test_a_diverging_run_is_counted_not_raised(tmp_path):
 @pytest.mark.cpu_only("the compare CLI evaluates on the CPU")
 def test_cli_compare_writes_the_table_and_the_sweep(tmp_path, capsys):
     settings = ["max_steps=3", "epochs=1", "warmup_steps=0", "model.steps=4"]
-    argv = ["compare", "ot_mnist_vit", "--seeds", "0", "--variants", "baseline", "ot", "--sweep", "--set", *settings]
+    argv = ["compare", "ot_mnist_digits", "--seeds", "0", "--variants", "baseline", "ot", "--sweep", "--set", *settings]
     assert main([*argv, "--out-dir", str(tmp_path)]) == 0
     table = (tmp_path / "table.md").read_text()
     assert "| baseline | 53,898 |" in table and "| ot | 14,666 |" in table and table == capsys.readouterr().out
@@ -252,20 +252,20 @@ def test_cli_compare_writes_the_table_and_the_sweep(tmp_path, capsys):
 @pytest.mark.cpu_only("worker processes train on the CPU")
 def test_compare_in_worker_processes_gives_the_rows_of_one_thread(tmp_path):
     settings = dict(max_steps=2, epochs=1, warmup_steps=0, progress=False)
-    digits = OT_VARIANTS["ot_mnist_vit"]
+    digits = OT_VARIANTS["ot_mnist_digits"]
     variants = {"baseline": digits["baseline"], "ot": {**digits["ot"], "steps": 2}}
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        alone = compare_variants("ot_mnist_vit", variants, (0, 1), tmp_path / "one", **settings)
+        alone = compare_variants("ot_mnist_digits", variants, (0, 1), tmp_path / "one", **settings)
     finally:
         torch.set_num_threads(threads)
-    pooled = compare_variants("ot_mnist_vit", variants, (0, 1), tmp_path / "two", workers=2, **settings)
+    pooled = compare_variants("ot_mnist_digits", variants, (0, 1), tmp_path / "two", workers=2, **settings)
     strip = lambda rows: [{k: v for k, v in row.items() if k != "out_dir"} for row in rows]
     assert [(r["variant"], r["seed"]) for r in pooled] == [("baseline", 0), ("baseline", 1), ("ot", 0), ("ot", 1)]
     assert strip(pooled) == strip(alone)
     with pytest.raises(ValueError, match="workers must be a positive int"):
-        compare_variants("ot_mnist_vit", variants, (0,), tmp_path / "none", workers=0, **settings)
+        compare_variants("ot_mnist_digits", variants, (0,), tmp_path / "none", workers=0, **settings)
 
 
 @pytest.mark.cpu_only("reads image files and counts blocks")
@@ -275,14 +275,14 @@ def test_ot_catsdogs_preset_reads_the_real_data_only(tmp_path):
     from neuralode_tf.train import OT_VARIANTS
     from neuralode_tf.train.presets import PRESETS
 
-    preset = PRESETS["ot_catsdogs_vit"]
+    preset = PRESETS["ot_catsdogs"]
     with pytest.raises(ValueError, match="'catsdogs' is read from files: give their folder with --set data.root"):
         preset.load_data({})
     for k in range(5):
         for animal in ("cat", "dog"):
             Image.new("RGB", (40, 40), (k * 40, 0, 0)).save(tmp_path / f"{animal}.{k}.jpg")
     data = preset.load_data({"root": str(tmp_path), "image_size": 32})
-    models = {name: preset.build_model(data, v) for name, v in OT_VARIANTS["ot_catsdogs_vit"].items()}
+    models = {name: preset.build_model(data, v) for name, v in OT_VARIANTS["ot_catsdogs"].items()}
     assert models["ot"].encoder.field.field.inner_residuals and len(models["ot"].encoder.field.field.blocks) == 5
     assert len(models["node"].encoder.odes) == 5 and models["ot"](data.test.x).shape == (2, 2)
 

@@ -54,7 +54,10 @@ def test_every_invalid_value_is_a_usage_error_that_writes_nothing(tmp_path):
     assert {path.name: path.read_bytes() for path in (tmp_path / "run").iterdir()} == before
     for argv, message in [
         (("train", "--config", "nope.toml"), r"cannot read the config file 'nope\.toml': No such file"),
-        (("compare", "ot_mnist_vit", "--variants", "otx"), r"unknown --variants \['otx'\] for ot_mnist_vit; valid: "),
+        (
+            ("compare", "ot_mnist_digits", "--variants", "otx"),
+            r"unknown --variants \['otx'\] for ot_mnist_digits; valid: ",
+        ),
     ]:
         done = _cli(*argv, cwd=tmp_path)
         assert done.returncode == 2 and "Traceback" not in done.stderr

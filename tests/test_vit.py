@@ -141,7 +141,7 @@ def test_ot_mnist_settings(device):
     # Kan et al.'s 18k and 93k (Table 2); Sinkformers' baseline also builds an unused FeedForward(128, 128)
     assert sum(p.numel() for p in ode.parameters()) == 17_546
     assert sum(p.numel() for p in baseline.parameters()) + 33_280 == 92_938
-    assert create_model("deit_tiny_digits", num_classes=3).head.out_features == 3
+    assert create_model("vit_digits", num_classes=3).head.out_features == 3
 
 
 # --------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@
 # 1. builds the OT-Transformer on 8x8 digits with `neuralode_tf.models.ViT(field="composed",
 #    transport_cost=λ)` and checks that the energy the library integrates is the Euler sum;
 # 2. trains it with and without the transport cost through the library's training loop (the preset
-#    `ot_mnist_vit`: one attention-only block with one head, 20 Euler steps on $[0, 1]$);
+#    `ot_mnist_digits`: one attention-only block with one head, 20 Euler steps on $[0, 1]$);
 # 3. plots token trajectories (PCA) and the kinetic energy along depth-time, with and without the
 #    blocks' inner residuals, and measures how straight the paths are;
 # 4. plots the test accuracy against λ, and a step-count sweep: the trained models evaluated with
@@ -73,7 +73,7 @@ assert gap <= 1e-6
 # %% [markdown]
 # ## 2. Training with and without the transport cost
 #
-# The preset `ot_mnist_vit` is Kan et al.'s MNIST model on the offline digits: $d = k = 64$, one
+# The preset `ot_mnist_digits` is Kan et al.'s MNIST model on the offline digits: $d = k = 64$, one
 # block, one head, attention only, 20 Euler steps, $T = 1$, $\lambda = 0.01$. `OT_VARIANTS` holds the
 # three models of their Table 2 as model overrides; here we train the OT-Transformer without the cost
 # and with costs up to $\lambda = 10$, without gradient clipping (as Sinkformers' code, whose settings
@@ -85,9 +85,9 @@ LAMBDAS = [0.0, 0.01, 0.1, 1.0, 10.0] if NB.full else [0.0, 0.1, 1.0, 10.0]
 
 
 def run(weight: float, inner_residuals: bool = True, seed: int = 0) -> tuple[dict, str]:
-    overrides = dict(OT_VARIANTS["ot_mnist_vit"]["ot"], transport_cost=weight, inner_residuals=inner_residuals)
+    overrides = dict(OT_VARIANTS["ot_mnist_digits"]["ot"], transport_cost=weight, inner_residuals=inner_residuals)
     config = TrainConfig(
-        preset="ot_mnist_vit",
+        preset="ot_mnist_digits",
         epochs=EPOCHS,
         batch_size=64,
         lr=2e-3,

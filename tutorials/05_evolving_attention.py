@@ -117,7 +117,7 @@ assert round(costs["Lite"][2] / 1e6, 2) == 157.82
 #
 # ## 3. Vanilla vs evolving attention on digits
 #
-# The preset `ea_digits_vit` is the digits ViT (8x8 images, 16 patches of 2x2, $d = 48$, 4 heads,
+# The preset `ea_vit_digits` is the digits ViT (8x8 images, 16 patches of 2x2, $d = 48$, 4 heads,
 # 4 blocks) with the paper's image setting $\alpha = 0.5$, $\beta = 1$, 3x3 kernels. The vanilla model
 # is the same preset with $\alpha = \beta = 0$, which section 1 showed is vanilla attention; that way
 # both models expose their logit maps through the same field.
@@ -126,10 +126,10 @@ assert round(costs["Lite"][2] / 1e6, 2) == 157.82
 models, accuracy = {}, {}
 for name, settings in {
     "vanilla": dict(field="evolving", evolving={"alpha": 0.0, "beta": 0.0}),
-    "evolving": EA_VARIANTS["ea_digits_vit"]["ea"],
+    "evolving": EA_VARIANTS["ea_vit_digits"]["ea"],
 }.items():
     config = TrainConfig(
-        preset="ea_digits_vit",
+        preset="ea_vit_digits",
         epochs=30 if NB.full else 10,
         batch_size=64,
         lr=2e-3,
@@ -198,22 +198,22 @@ assert entropy["evolving"].mean() < entropy["vanilla"].mean()
 # %% [markdown]
 # ## 4. Ablations (Tables 2, 4, 6 of the paper)
 #
-# Recorded with `OMP_NUM_THREADS=1 neuralode-tf compare ea_digits_vit --seeds 0 1 2` and
-# `... compare ea_tweets_text ...` (the tweets classifier: $d = 64$, 4 blocks, $\alpha = \beta = 0.4$);
+# Recorded with `OMP_NUM_THREADS=1 neuralode-tf compare ea_vit_digits --seeds 0 1 2` and
+# `... compare ea_text_tweets ...` (the tweets classifier: $d = 64$, 4 blocks, $\alpha = \beta = 0.4$);
 # the rows are in `experiments/evolving_attention/`. Test accuracy, mean ± std over seeds 0-2.
 
 # %%
 recorded = Path("..") / "experiments" / "evolving_attention"
 table = {}
-for preset in ("ea_digits_vit", "ea_tweets_text"):
+for preset in ("ea_vit_digits", "ea_text_tweets"):
     rows = json.loads((recorded / f"{preset}.json").read_text())
     for variant in EA_VARIANTS[preset]:
         scores = torch.tensor([r["test_accuracy"] for r in rows if r["variant"] == variant]) * 100
         table[preset, variant] = (scores.mean().item(), scores.std().item(), len(scores))
 print(f"{'variant':<16} {'digits (ViT)':>16} {'tweets (text)':>16}")
-for variant in EA_VARIANTS["ea_digits_vit"]:
+for variant in EA_VARIANTS["ea_vit_digits"]:
     cells = "".join(
-        f"{table[p, variant][0]:>10.1f} ± {table[p, variant][1]:.1f}" for p in ("ea_digits_vit", "ea_tweets_text")
+        f"{table[p, variant][0]:>10.1f} ± {table[p, variant][1]:.1f}" for p in ("ea_vit_digits", "ea_text_tweets")
     )
     print(f"{variant:<16} {cells}")
 assert all(count == 3 for _, _, count in table.values())
@@ -229,13 +229,13 @@ assert all(count == 3 for _, _, count in table.values())
 import claims  # noqa: E402  (the reproductions' ledger, beside this folder)
 
 ledger = claims.load("evolving_attention")
-ablations = [entry for entry in ledger.claims if entry.recording in ("ea_digits_vit", "ea_tweets_text")]
+ablations = [entry for entry in ledger.claims if entry.recording in ("ea_vit_digits", "ea_text_tweets")]
 for entry in ablations:
     outcome = claims.recompute(ledger, entry)
     print(f"{entry.where:<10} {entry.claim[:52]:<52} {outcome.ours:<42} {outcome.verdict}")
     assert outcome.verdict == "inconclusive (within noise)"
-assert table["ea_digits_vit", "kernel_5x5"][0] > table["ea_digits_vit", "ea"][0]  # the means' order, within noise
-assert table["ea_tweets_text", "vanilla"][0] > table["ea_tweets_text", "ea"][0]
+assert table["ea_vit_digits", "kernel_5x5"][0] > table["ea_vit_digits", "ea"][0]  # the means' order, within noise
+assert table["ea_text_tweets", "vanilla"][0] > table["ea_text_tweets", "ea"][0]
 
 # %% [markdown]
 # None of the paper's ablation orderings is decided at this scale, on either stand-in: the ordering of

@@ -312,14 +312,14 @@ plt.show()
 # %% [markdown]
 # ## 3. Training an OT-Transformer language model, and sampling from it
 #
-# The training preset `lm_tweets_char` is the reduced setting of Kan et al.'s (2025) language-model experiment on
+# The training preset `nanogpt_tweets_char` is the reduced setting of Kan et al.'s (2025) language-model experiment on
 # the characters of the tweets corpus that ships with the package (3.6M training and 0.4M validation characters,
 # split contiguously as nanoGPT does). Its variant `ot` is the OT-Transformer: a `CausalLM` whose two blocks
 # (width 80, 2 heads, their inner residuals, no LayerNorms) are composed into **one** field on $[0, 1]$,
 # integrated with 5 Euler steps, and trained with the transport cost $\frac{\lambda}{2}\,\mathrm{mean}\,e(1)$,
 # $\lambda = 1$ (the kinetic energy of the tokens' motion, Kan et al. eq. 8).
 #
-# `train(TrainConfig("lm_tweets_char", ...))` runs the preset (`neuralode-tf train lm_tweets_char --set
+# `train(TrainConfig("nanogpt_tweets_char", ...))` runs the preset (`neuralode-tf train nanogpt_tweets_char --set
 # model.variant=ot` from the command line): 3 epochs of 100 AdamW steps of 32 windows of 64 characters (9 epochs
 # with `NEURALODE_TF_FULL=1`), validated after each epoch on the first 512 windows of the validation text. We
 # raise the learning rate from the preset's 2e-3 to 1e-2 (`--set lr=0.01`): at 2e-3 the OT model without norms
@@ -334,7 +334,7 @@ plt.show()
 # %%
 EPOCHS = 9 if NB.full else 3
 config = TrainConfig(
-    "lm_tweets_char",
+    "nanogpt_tweets_char",
     epochs=EPOCHS,
     lr=1e-2,
     seed=0,

@@ -133,7 +133,7 @@ assert gpt2_lens.kl[0].item() < 0.01 and gpt2_lens.agreement[0].item() > 0.9  # 
 # **A language model trained here.** A `CausalLM` of width 64, 2 heads and depth 4 whose blocks **share one set of
 # weights** (`num_sets=1`): its field $f(x) = G(x) + F(x)$ (attention, MLP) is the same at every depth-time, so it is
 # defined for any $t$, which sections 3 and 4 use; its default solve, 4 Lie-Trotter steps of size 1, is the
-# discrete 4-layer network with tied layers. It is trained with the `lm_tweets_char` preset (the tweets' characters,
+# discrete 4-layer network with tied layers. It is trained with the `nanogpt_tweets_char` preset (the tweets' characters,
 # windows of 64, AdamW at lr 2e-3 with the preset's warm-up and cosine decay) for 6 epochs of 100 steps of 32 windows
 # (15 epochs with `NEURALODE_TF_FULL=1`). Baselines from the corpus' counts, as in tutorial 06: the entropy of the
 # training characters' frequencies and the bigram cross-entropy on the validation text (add-one smoothing).
@@ -141,7 +141,7 @@ assert gpt2_lens.kl[0].item() < 0.01 and gpt2_lens.agreement[0].item() > 0.9  # 
 # %%
 EPOCHS = 15 if NB.full else 6
 config = TrainConfig(
-    "lm_tweets_char",
+    "nanogpt_tweets_char",
     epochs=EPOCHS,
     seed=0,
     out_dir=str(NB.work / "shared_lm"),

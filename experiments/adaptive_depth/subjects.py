@@ -2,7 +2,7 @@
 
 * ``vit_digits``: the preset (4 parallel blocks, Euler with unit steps on ``[0, 4]``), on scikit-learn's digits;
   quality is test accuracy.
-* ``lm_tweets_char``: the preset's ``baseline`` (a reduced nanoGPT: 3 pre-norm blocks, d = 96, read as a split field,
+* ``nanogpt_tweets_char``: the preset's ``baseline`` (a reduced nanoGPT: 3 pre-norm blocks, d = 96, read as a split field,
   one Lie-Trotter step per block) on the tweets' characters; quality is next-character accuracy and perplexity on
   the validation windows.
 * ``gpt2_tweets_char``: a Hugging Face ``GPT2LMHeadModel`` (4 blocks, d = 96, 3 heads, no dropout) trained here by
@@ -123,17 +123,17 @@ def vit_digits(seed: int, workdir: Path) -> Subject:
     return subject
 
 
-def lm_tweets_char(seed: int, workdir: Path) -> Subject:
+def nanogpt_tweets_char(seed: int, workdir: Path) -> Subject:
     out = workdir / f"lm_tweets_char_seed{seed}"
-    result = train(TrainConfig("lm_tweets_char", seed=seed, progress=False, out_dir=str(out)))
+    result = train(TrainConfig("nanogpt_tweets_char", seed=seed, progress=False, out_dir=str(out)))
     _, task = load_run(out)
     inputs, targets = task.batch(task.test, torch.arange(LM_WINDOWS), torch.device("cpu"))
-    return _subject("lm_tweets_char", task.model, inputs, targets, _lm_quality, LM_THRESHOLDS, result)[0]
+    return _subject("nanogpt_tweets_char", task.model, inputs, targets, _lm_quality, LM_THRESHOLDS, result)[0]
 
 
 def gpt2_tweets_char(seed: int, workdir: Path) -> Subject:
     """Train a small ``GPT2LMHeadModel`` on the tweets' characters (AdamW, linear warm-up, cosine decay), convert it."""
-    task = build_task(TrainConfig("lm_tweets_char"))
+    task = build_task(TrainConfig("nanogpt_tweets_char"))
     train_split, test_split = task.train, task.test
     torch.manual_seed(seed)
     sizes = dict(vocab_size=train_split.vocab_size, n_positions=train_split.block_size)
@@ -171,6 +171,6 @@ def gpt2_tweets_char(seed: int, workdir: Path) -> Subject:
 
 SUBJECTS: dict[str, Callable[[int, Path], Subject]] = {
     "vit_digits": vit_digits,
-    "lm_tweets_char": lm_tweets_char,
+    "nanogpt_tweets_char": nanogpt_tweets_char,
     "gpt2_tweets_char": gpt2_tweets_char,
 }

@@ -5,9 +5,9 @@
 to this script: the rows of ``neuralode-tf compare`` with each run's final validation loss and perplexity
 (``val_loss``, ``perplexity``, from its ``metrics.json``) and its validation loss after each epoch (``val_curve``).
 
-* ``lm_tweets_char``: nanoGPT (``baseline``), the OT-Transformer (``ot``) and the same without its transport cost
+* ``nanogpt_tweets_char``: nanoGPT (``baseline``), the OT-Transformer (``ot``) and the same without its transport cost
   (``ot_unregularized``), for Kan et al.'s text-generation comparison (``paper_repro/claims/ot_transformer.toml``);
-* ``zhong_lm_tweets_char``: sequential and parallel layers, dropout 0, 0.1 and 0.3, for Zhong et al.'s Table 4
+* ``zhong_nanogpt_tweets_char``: sequential and parallel layers, dropout 0, 0.1 and 0.3, for Zhong et al.'s Table 4
   (``paper_repro/claims/neural_ode_transformer.toml``).
 """
 
@@ -23,7 +23,7 @@ from pathlib import Path
 from neuralode_tf.train import VARIANTS, compare_variants
 
 HERE = Path(__file__).resolve().parent
-PRESETS = ("lm_tweets_char", "zhong_lm_tweets_char")
+PRESETS = ("nanogpt_tweets_char", "zhong_nanogpt_tweets_char")
 SEEDS = (0, 1, 2)
 
 

@@ -1,8 +1,8 @@
 """Store the runs of Zhong et al.'s (2022) Table 3 on the translation stand-in as ``translation.json``, with each
 run's test loss.
 
-First ``OMP_NUM_THREADS=1 neuralode-tf compare zhong_reverse_seq2seq --seeds 0 1 2 --out-dir
-runs/compare/zhong_reverse_seq2seq --workers 1`` trains the four variants (sequential and parallel layers, dropout 0
+First ``OMP_NUM_THREADS=1 neuralode-tf compare zhong_seq2seq_reverse --seeds 0 1 2 --out-dir
+runs/compare/zhong_seq2seq_reverse --workers 1`` trains the four variants (sequential and parallel layers, dropout 0
 and 0.1) and writes their rows; then ``OMP_NUM_THREADS=1 python experiments/neural_ode_transformer/translation.py``
 reads those rows, rebuilds each finite run's model from its ``config.json`` and ``checkpoint.pt``, scores the test
 split in eval mode as the training loop does, checks that the test accuracy it gets is the recorded one, and writes
@@ -43,7 +43,7 @@ def with_test_loss(row: dict) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", default="runs/compare/zhong_reverse_seq2seq", help="the compare command's out-dir")
+    parser.add_argument("--runs", default="runs/compare/zhong_seq2seq_reverse", help="the compare command's out-dir")
     args = parser.parse_args()
     torch.set_num_threads(1)
     rows = json.loads((ROOT / args.runs / "rows.json").read_text())

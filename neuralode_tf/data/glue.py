@@ -81,7 +81,7 @@ def load_glue(root: str | Path, task: str = "cola", *, max_samples: int | None =
     """A GLUE task's training set and development set (as the test split) from ``root``.
 
     Sentence-pair tasks give pairs of texts, which a pretrained model's tokenizer joins with its separator
-    (:class:`~neuralode_tf.train.presets.bert.PretrainedTextClassifier`). Labels are class ids in the order of
+    (:class:`~neuralode_tf.models.PretrainedTextClassifier`). Labels are class ids in the order of
     ``classes`` (those of Hugging Face's GLUE configurations); STS-B's are its float similarity scores (0 to 5), a
     regression (``classes`` is ``None``). Rows with too few fields (a few lines of QQP's training file) are skipped
     and counted in the ``description``; more than 0.1% of a file is an error.

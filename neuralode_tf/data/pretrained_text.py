@@ -20,7 +20,7 @@ def tweets_raw(
 
     The same options select the same tweets, labels and train/test split, in the same order, as
     :func:`~neuralode_tf.data.tweets` (``tests/test_ea_bert_preset.py`` checks it); a model tokenises the texts
-    (e.g. :class:`~neuralode_tf.train.presets.bert.PretrainedTextClassifier` with its checkpoint's tokenizer). The
+    (e.g. :class:`~neuralode_tf.models.PretrainedTextClassifier` with its checkpoint's tokenizer). The
     longest tweet has 320 characters, the mean 104.
 
     Args:

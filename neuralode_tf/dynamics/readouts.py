@@ -173,7 +173,7 @@ def _causal_lm(model: CausalLM, x: Tensor, inputs: ReadoutInputs) -> Tensor:
 
 def _transformers(model: ContinuousTransformersModel, x: Tensor, inputs: ReadoutInputs) -> Tensor:
     """The family's final norm, then the task's head (LM head, masked-LM head, last-token classification)."""
-    if model.task == "base":
+    if model.head == "base":
         raise TypeError("a converted base model (task='base') has no head to read its states with")
     norm = model.family.final_norm(model.base)
     input_ids = inputs.args[0] if inputs.args else inputs.kwargs["input_ids"]

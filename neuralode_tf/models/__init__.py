@@ -27,6 +27,7 @@ from .decoding import EncoderDecoder
 from .discrete import DiscreteStack
 from .huggingface import from_transformers
 from .node import NODETransformer
+from .pretrained_text import PretrainedTextClassifier
 from .registry import ModelConfig, create_model, list_models, model_config, register_model
 from .resnet_ode import ContinuousResNet, continuous_resnet
 from .seq2seq import Seq2Seq
@@ -41,6 +42,7 @@ from .transevolve import TRANSEVOLVE_VARIANTS, TransEvolveClassifier, TransEvolv
 from .vit import ViT
 
 __all__ = [
+    "PretrainedTextClassifier",
     "create_model",
     "list_models",
     "model_config",

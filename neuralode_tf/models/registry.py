@@ -20,6 +20,7 @@ from typing import Any
 
 from torch import nn
 
+from .._renamed import renamed
 from .seq2seq import Seq2Seq
 from .set_reference import ReferenceSetTransformer
 from .set_transformer import SetTransformer
@@ -56,17 +57,29 @@ def list_models(pattern: str = "*") -> list[str]:
     return sorted(fnmatch.filter(_REGISTRY, pattern))
 
 
+RENAMED_MODELS: dict[str, str] = {"deit_tiny_digits": "vit_digits"}
+"""Registered models' former names: :func:`model_config` and :func:`create_model` still accept them, with a
+:class:`DeprecationWarning`, until the next release."""
+
+
 def model_config(name: str) -> ModelConfig:
     """The configuration registered as ``name`` (a copy: changing it changes nothing registered)."""
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown model {name!r}; valid: {', '.join(map(repr, list_models()))}")
-    return replace(_REGISTRY[name], kwargs=copy.deepcopy(_REGISTRY[name].kwargs))
+    return _registered(name)
 
 
 def create_model(name: str, **overrides: Any) -> nn.Module:
     """The model ``name``: its builder called with the registered keyword arguments, updated by ``overrides``."""
-    config = model_config(name)
+    config = _registered(name)
     return config.builder(**{**config.kwargs, **overrides})
+
+
+def _registered(name: str) -> ModelConfig:
+    """A copy of the configuration registered as ``name`` or, with a warning to the caller's caller, as its new
+    name."""
+    name = renamed("model", name, RENAMED_MODELS, stacklevel=4)
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown model {name!r}; valid: {', '.join(map(repr, list_models()))}")
+    return replace(_REGISTRY[name], kwargs=copy.deepcopy(_REGISTRY[name].kwargs))
 
 
 # Vision Transformers ------------------------------------------------------------------------------------------
@@ -104,12 +117,12 @@ register_model(
     **_DEIT_TINY, img_size=32, patch_size=4, in_chans=3, num_classes=100,
 )
 register_model(
-    "deit_tiny_digits", ViT, "Zhong et al.'s parallel model scaled down to scikit-learn's 8x8x1 digits: patch 2 "
+    "vit_digits", ViT, "Zhong et al.'s parallel model scaled down to scikit-learn's 8x8x1 digits: patch 2 "
     "(16 patches), d = 48, depth 4, 4 heads, field='parallel'.",
     **_DIGITS_VIT,
 )
 register_model(
-    "ea_vit_digits", ViT, "deit_tiny_digits with 4 sequential evolving-attention blocks (Wang et al. 2021) at the "
+    "ea_vit_digits", ViT, "vit_digits with 4 sequential evolving-attention blocks (Wang et al. 2021) at the "
     "paper's image setting α = 0.5, β = 1 (§4.1, ImageNet), 3x3 convolutions.",
     **{**_DIGITS_VIT, "field": "evolving", "evolving": dict(alpha=0.5, beta=1.0, kernel_size=3)},
 )
@@ -126,7 +139,7 @@ register_model(
     **_SINKFORMERS_MNIST, dim=64, **_OT,
 )
 register_model(
-    "ot_mnist_ode_digits", ViT, "ot_mnist_ode with patch 2 on scikit-learn's 8x8x1 digits (the ot_mnist_vit "
+    "ot_mnist_ode_digits", ViT, "ot_mnist_ode with patch 2 on scikit-learn's 8x8x1 digits (the ot_mnist_digits "
     "stand-in).",
     **{**_SINKFORMERS_MNIST, "img_size": 8, "patch_size": 2}, dim=64, **_OT,
 )
@@ -175,7 +188,7 @@ register_model(
     **_SINKFORMERS_IMDB, **_OT_TEXT,
 )
 register_model(
-    "ot_imdb_ode_tweets", TextClassifier, "ot_imdb_ode at d = 64, 4 heads, d_ff = 256, 3 classes (the ot_imdb_text "
+    "ot_imdb_ode_tweets", TextClassifier, "ot_imdb_ode at d = 64, 4 heads, d_ff = 256, 3 classes (the ot_imdb_tweets "
     "stand-in, on tweets).",
     **{**_SINKFORMERS_IMDB, "num_classes": 3, **_TINY_TEXT, "mlp_hidden": 256}, **_OT_TEXT,
 )
@@ -223,7 +236,7 @@ register_model(
 )
 register_model(
     "ot_modelnet40_ode_shapes3d", ReferenceSetTransformer, "ot_modelnet40_ode at width 50, 2 heads, 8 PMA seeds, no "
-    "dropout, 8 classes (the ot_modelnet_set stand-in, on shapes3d).",
+    "dropout, 8 classes (the ot_modelnet40_shapes3d stand-in, on shapes3d).",
     **{**_LEE_MODELNET, "num_classes": 8, "num_heads": 2, "num_seeds": 8, "dropout": 0.0}, **{**_OT_SET, "dim": 50},
 )
 

@@ -10,7 +10,7 @@ Examples::
     neuralode-tf train --config run.toml --resume
     torchrun --nproc_per_node 2 -m neuralode_tf train vit_digits --set device=cpu
     neuralode-tf train --list
-    neuralode-tf compare ot_mnist_vit --seeds 0 1 2 --sweep
+    neuralode-tf compare ot_mnist_digits --seeds 0 1 2 --sweep
     neuralode-tf demo --sets 4
 
 A run is ``TrainConfig(preset, **settings)`` with the settings of the config file and of --set: from Python,
@@ -32,14 +32,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from pathlib import Path
 
+from .._renamed import renamed
 from . import demo
 from ._checkpoint import CheckpointError, RunFolderError
 from ._describe import describe
 from ._signals import TrainingInterrupted
 from .compare import compare_variants, markdown_table, step_sweep
-from .config import ConfigError, TrainConfig, apply_overrides, load_config
+from .config import RENAMED_PRESETS, ConfigError, TrainConfig, apply_overrides, load_config
 from .loop import train
 from .presets import PRESETS, VARIANTS
 
@@ -70,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         "--describe", action="store_true", help="print the run's settings and its model.* and data.* keys, and exit"
     )
     versus = commands.add_parser("compare", help="train a preset's model variants over seeds (VARIANTS)")
-    versus.add_argument("preset", choices=sorted(VARIANTS), help="a preset with variants")
+    versus.add_argument("preset", type=_with_variants, help=f"a preset with variants: {', '.join(sorted(VARIANTS))}")
     versus.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     versus.add_argument("--variants", nargs="+", help="a subset of the variants (default: all)")
     versus.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for every run")
@@ -87,7 +89,12 @@ def main(argv: list[str] | None = None) -> int:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
     )
-    args = parser.parse_args(argv)
+    with warnings.catch_warnings():
+        warnings.simplefilter("default", DeprecationWarning)  # a former preset name is reported, and still runs
+        return _run(parser, parser.parse_args(argv))
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     try:
         if args.command == "demo":
             return demo.run(args)
@@ -106,8 +113,9 @@ def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Train the preset or config file with the overrides and print the result as JSON (or, with --describe,
     print the run's settings and keys)."""
     if args.list:
+        width = max(map(len, PRESETS))
         for listed, preset in PRESETS.items():
-            print(f"{listed:<22} {preset.description}")
+            print(f"{listed:<{width}} {preset.description}")
         return 0
     values = load_config(args.config) if args.config else {}
     name = args.preset or values.get("preset")
@@ -122,6 +130,14 @@ def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return 0
     print(json.dumps(train(config)))
     return 0
+
+
+def _with_variants(name: str) -> str:
+    """The ``compare`` command's preset: one with variants (a former name is accepted with a warning)."""
+    name = renamed("preset", name, RENAMED_PRESETS)
+    if name not in VARIANTS:
+        raise argparse.ArgumentTypeError(f"{name!r} has no variants; choose from {', '.join(sorted(VARIANTS))}")
+    return name
 
 
 def _compare(args: argparse.Namespace) -> int:

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from .._renamed import renamed
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
@@ -144,6 +146,8 @@ class TrainConfig:
     data: dict[str, Any] = _setting({})
 
     def __post_init__(self) -> None:
+        if isinstance(self.preset, str):
+            self.preset = renamed("preset", self.preset, RENAMED_PRESETS, stacklevel=4)
         unset = [entry.name for entry in fields(self) if getattr(self, entry.name) is _FROM_PRESET]
         if unset:
             preset = _preset_config(self.preset)
@@ -183,6 +187,26 @@ def base_settings(preset: str) -> dict[str, Any]:
 PRESET_CONFIGS: dict[str, TrainConfig] = {}
 """Each preset's run by name, which unset fields are filled from. :func:`~neuralode_tf.train.presets.register_preset`
 adds every preset it makes, so this module imports none of them (the presets are built from it)."""
+
+
+RENAMED_PRESETS: dict[str, str] = {
+    "set_shapes3d": "set_transformer_shapes3d",
+    "transformer_mnist1d": "signal_mnist1d",
+    "ea_digits_vit": "ea_vit_digits",
+    "ea_tweets_text": "ea_text_tweets",
+    "ea_digits_resnet": "ea_aa_resnet_digits",
+    "ea_reverse_seq2seq": "ea_seq2seq_reverse",
+    "zhong_reverse_seq2seq": "zhong_seq2seq_reverse",
+    "ot_catsdogs_vit": "ot_catsdogs",
+    "ot_mnist_vit": "ot_mnist_digits",
+    "ot_imdb_text": "ot_imdb_tweets",
+    "ot_modelnet_set": "ot_modelnet40_shapes3d",
+    "ot_gpt2_owt": "ot_gpt2_openwebtext",
+    "lm_tweets_char": "nanogpt_tweets_char",
+    "zhong_lm_tweets_char": "zhong_nanogpt_tweets_char",
+}
+"""The presets' former names, each now ``<model>_<dataset>``: ``TrainConfig``, ``PRESETS[...]``, ``VARIANTS[...]``
+and the command line still accept them, with a :class:`DeprecationWarning`, until the next release."""
 
 
 def _preset_config(name: Any) -> TrainConfig:

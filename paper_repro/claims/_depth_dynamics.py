@@ -61,11 +61,11 @@ def vit_digits_early_exit() -> tuple[list[float], list[float]]:
 
 
 def lm_tweets_char_solver() -> tuple[list[float], list[float]]:
-    return _best_within_margin("lm_tweets_char", SOLVERS)
+    return _best_within_margin("nanogpt_tweets_char", SOLVERS)
 
 
 def lm_tweets_char_early_exit() -> tuple[list[float], list[float]]:
-    return _best_within_margin("lm_tweets_char", EARLY_EXITS)
+    return _best_within_margin("nanogpt_tweets_char", EARLY_EXITS)
 
 
 def gpt2_tweets_char_solver() -> tuple[list[float], list[float]]:

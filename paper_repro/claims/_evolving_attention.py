@@ -6,7 +6,7 @@ projection; :func:`~neuralode_tf.flops.seq2seq_flops` on a 30 + 30-token pair). 
 splits the EA models' extra FLOPs by source: the convolutions of eq. 4, and the initial logit maps
 ``A^0`` that the ODE state computes before the first block (``EvolvingAttentionBranch.initial_logits``,
 called once per evolving branch of the first encoder and decoder layers), which the discrete network
-does not compute. The identities run on the ablation models of the ``ea_digits_vit`` preset, built on
+does not compute. The identities run on the ablation models of the ``ea_vit_digits`` preset, built on
 a one-example placeholder of the digits' shape (nothing is read).
 """
 
@@ -220,9 +220,9 @@ def _identical(gap: float) -> str:
 
 
 def _digits_model(variant: str) -> nn.Module:
-    """One ablation model of ``ea_digits_vit`` (d = 48, 4 heads, 4 blocks), float64, in eval mode."""
+    """One ablation model of ``ea_vit_digits`` (d = 48, 4 heads, 4 blocks), float64, in eval mode."""
     shape = placeholder("digits", "image", torch.zeros(1, 1, 8, 8), 10)
-    return PRESETS["ea_digits_vit"].build_model(shape, EA_VARIANTS["ea_digits_vit"][variant]).double().eval()
+    return PRESETS["ea_vit_digits"].build_model(shape, EA_VARIANTS["ea_vit_digits"][variant]).double().eval()
 
 
 def _images() -> torch.Tensor:

@@ -80,7 +80,7 @@ def layer_gap(layer: str, num_sets: int) -> float:
     the ``layer`` written out by hand, with layer ``m`` using parameter set ``m // (12 / num_sets)``."""
     options, step = _LAYERS[layer]
     torch.manual_seed(1)
-    model = create_model("deit_tiny_digits", **FAMILY, num_sets=num_sets, **options).double().eval()
+    model = create_model("vit_digits", **FAMILY, num_sets=num_sets, **options).double().eval()
     images = torch.rand(5, 1, 8, 8, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     x, out = _encoder_io(model, images)
     sets = model.encoder.field.layers

@@ -1,6 +1,6 @@
 """Kan et al. (2025), OT-Transformer: the exact claims, recomputed from the library.
 
-The paper presets (``ot_mnist``, ``ot_catsdogs_vit``, ``ot_imdb``, ``ot_modelnet40``) build their models
+The paper presets (``ot_mnist``, ``ot_catsdogs``, ``ot_imdb``, ``ot_modelnet40``) build their models
 on a one-example placeholder of the real dataset's shape, so nothing is downloaded or read.
 """
 
@@ -37,7 +37,7 @@ def paper_shapes() -> dict[str, Splits]:
     """Placeholders of MNIST, Kaggle's Cats & Dogs, IMDb (Sinkformers' 16,000 tokens) and ModelNet40."""
     return {
         "ot_mnist": placeholder("mnist", "image", torch.zeros(1, 1, 28, 28), 10),
-        "ot_catsdogs_vit": placeholder("catsdogs", "image", torch.zeros(1, 3, 224, 224), 2),
+        "ot_catsdogs": placeholder("catsdogs", "image", torch.zeros(1, 3, 224, 224), 2),
         "ot_imdb": placeholder(
             "imdb", "tokens", torch.zeros(1, 4, dtype=torch.long), 2, Vocabulary(f"w{i}" for i in range(15_998))
         ),
@@ -131,7 +131,7 @@ def mnist_parameters() -> str:
 
 
 def catsdogs_parameters() -> str:
-    return _printed("ot_catsdogs_vit", "M")
+    return _printed("ot_catsdogs", "M")
 
 
 def imdb_parameters() -> str:
@@ -183,7 +183,7 @@ def mnist_settings() -> str:
 
 
 def catsdogs_settings() -> str:
-    return _settings("ot_catsdogs_vit", "blocks", _sizes("ot_catsdogs_vit", "depth"))
+    return _settings("ot_catsdogs", "blocks", _sizes("ot_catsdogs", "depth"))
 
 
 def imdb_settings() -> str:

@@ -97,11 +97,12 @@ which other methods and adjoints integrate; with ``alpha = beta = 0`` it is the 
 (``tests/test_ea_bert.py``).
 """
 
+from ..._renamed import renamed
 from ._attention import AttentionMasks, TransformersAttention
 from ._family import Family
 from ._model import ContinuousTransformersModel
 from .bert import PostNorm
-from .convert import TASKS, families, from_transformers, register_family
+from .convert import HEADS, families, from_transformers, register_family
 from .evolving import EvolvingTransformersAttention, EvolvingTransformersStack
 
 __all__ = [
@@ -109,7 +110,7 @@ __all__ = [
     "ContinuousTransformersModel",
     "families",
     "register_family",
-    "TASKS",
+    "HEADS",
     "Family",
     "TransformersAttention",
     "AttentionMasks",
@@ -117,6 +118,14 @@ __all__ = [
     "EvolvingTransformersAttention",
     "EvolvingTransformersStack",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``TASKS``, the former name of :data:`HEADS`, with a :class:`DeprecationWarning` (until the next release)."""
+    if name == "TASKS":
+        renamed("name", name, {"TASKS": "HEADS"})
+        return HEADS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:

@@ -13,7 +13,7 @@ from ._attention import AttentionMasks, TransformersAttention
 __all__ = ["Family", "Head", "causal_lm_head", "last_token_head"]
 
 Head = Callable[[Any, Tensor, Tensor], Tensor]
-"""``head(hf_model, last_hidden_state, input_ids) -> output``: a task's head, read from the model at each call."""
+"""``head(hf_model, last_hidden_state, input_ids) -> output``: a head's output, read from the model at each call."""
 
 
 def causal_lm_head(hf_model: Any, hidden: Tensor, input_ids: Tensor) -> Tensor:
@@ -37,7 +37,7 @@ def last_token_head(hf_model: Any, hidden: Tensor, input_ids: Tensor) -> Tensor:
 
 class Family:
     """How one family of Hugging Face models is read: its blocks as the parts of a field, its embedding, its final
-    norm and the heads of its tasks.
+    norm and its heads.
 
     A family is declared by class attributes: where its modules are (dotted paths from the base model or the block)
     and which attention class reads a block's projections. The methods read the model from them; a family whose
@@ -66,7 +66,7 @@ class Family:
             there overrides :meth:`embed`).
         final_norm_at: The norm after the last block (``""``: none, a post-norm family).
         token_type_ids: Whether its embedding takes segment ids.
-        heads: Task (``"causal_lm"``, ``"masked_lm"``, ``"sequence_classification"``) -> :data:`Head`.
+        heads: Head name (``"causal_lm"``, ``"masked_lm"``, ``"sequence_classification"``) -> :data:`Head`.
     """
 
     base_classes: tuple[str, ...] = ()

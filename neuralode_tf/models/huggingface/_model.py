@@ -7,6 +7,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from ..._renamed import renamed
 from ...nn import KVCache
 from .._generation import check_cacheable, check_sampling, sample_next
 from .._inputs import check_token_ids, warn_if_dropout_samples
@@ -27,15 +28,23 @@ class ContinuousTransformersModel(nn.Module):
             encoder's field, so ``hf_model(...)`` still runs the discrete stack; ``parameters()`` yields every
             tensor once, the Hugging Face model's own.
         encoder: The :class:`~neuralode_tf.ContinuousDepth` that replaces the blocks.
-        task: ``"base"``, ``"causal_lm"``, ``"masked_lm"`` or ``"sequence_classification"``.
+        head: The head whose output ``forward`` returns: ``"base"`` (none: ``last_hidden_state``) or a key of the
+            family's :attr:`~neuralode_tf.models.huggingface.Family.heads` (``"causal_lm"``, ``"masked_lm"``,
+            ``"sequence_classification"``).
     """
 
-    def __init__(self, hf_model: nn.Module, encoder: nn.Module, family: Family, task: str):
+    def __init__(self, hf_model: nn.Module, encoder: nn.Module, family: Family, head: str):
         super().__init__()
         self.hf_model = hf_model
         self.encoder = encoder
         self.family = family
-        self.task = task
+        self.head = head
+
+    @property
+    def task(self) -> str:
+        """The former name of :attr:`head`, with a :class:`DeprecationWarning` (until the next release)."""
+        renamed("attribute", "task", {"task": "head"})
+        return self.head
 
     @property
     def base(self) -> nn.Module:
@@ -107,11 +116,11 @@ class ContinuousTransformersModel(nn.Module):
         return x if norm is None else norm(x)
 
     def forward_head(self, features: Tensor, input_ids: Tensor) -> Tensor:
-        """The task's output from ``last_hidden_state`` (``input_ids`` locate the last real token for a decoder's
+        """The head's output from ``last_hidden_state`` (``input_ids`` locate the last real token for a decoder's
         sequence classification)."""
-        if self.task == "base":
+        if self.head == "base":
             return features
-        return self.family.heads[self.task](self.hf_model, features, input_ids)
+        return self.family.heads[self.head](self.hf_model, features, input_ids)
 
     def forward(
         self,
@@ -154,8 +163,8 @@ class ContinuousTransformersModel(nn.Module):
             ValueError: an id outside the vocabulary, sampling settings out of range, or more tokens than the
                 model's positions (``max_position_embeddings`` / ``n_positions``).
         """
-        if self.task != "causal_lm":
-            raise TypeError(f"generate() needs a causal LM head; this converted model's task is {self.task!r}")
+        if self.head != "causal_lm":
+            raise TypeError(f"generate() needs a causal LM head; this converted model's head is {self.head!r}")
         base: Any = self.base
         check_token_ids(input_ids, "input_ids", base.get_input_embeddings().num_embeddings)
         check_sampling(input_ids, max_new_tokens, temperature, top_k)
@@ -175,7 +184,7 @@ class ContinuousTransformersModel(nn.Module):
         return tokens
 
     def extra_repr(self) -> str:
-        return f"task={self.task!r}"
+        return f"head={self.head!r}"
 
 
 def _key_padding_mask(input_ids: Tensor, attention_mask: Tensor | None) -> Tensor | None:

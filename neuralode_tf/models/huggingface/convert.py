@@ -1,4 +1,4 @@
-"""``from_transformers``: the families it reads, the tasks it keeps, and the conversion."""
+"""``from_transformers``: the families it reads, the heads it keeps, and the conversion."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from .qwen3 import Qwen3
 from .stablelm import StableLm
 from .starcoder2 import Starcoder2
 
-__all__ = ["TASKS", "families", "from_transformers", "register_family"]
+__all__ = ["HEADS", "families", "from_transformers", "register_family"]
 
 _REGISTRY: list[Family] = []
 
@@ -97,13 +97,14 @@ for _family in (
 ):
     register_family(_family)
 
-TASKS = {
+HEADS = {
     "ForCausalLM": "causal_lm",
     "LMHeadModel": "causal_lm",
     "ForMaskedLM": "masked_lm",
     "ForSequenceClassification": "sequence_classification",
 }
-"""Class-name suffix of a Hugging Face model with a head -> the task whose output the converted model returns."""
+"""Class-name suffix of a Hugging Face model with a head -> the head (a key of :attr:`Family.heads`) whose output
+the converted model returns."""
 
 
 def from_transformers(
@@ -125,7 +126,7 @@ def from_transformers(
 
     Args:
         hf_model: A model of a family in :func:`families`: the base model (returns ``last_hidden_state``) or one
-            with a head of :data:`TASKS` (returns ``logits``). The converted model starts in its training mode;
+            with a head of :data:`HEADS` (returns ``logits``). The converted model starts in its training mode;
             use ``eval()`` (or zero dropout) for solves with several evaluations per step: dropout inside the
             blocks stays.
         evolving: Add evolving attention (Wang et al. 2021, §4.2: EA-BERT) to a post-LN encoder (BERT, RoBERTa,
@@ -143,7 +144,7 @@ def from_transformers(
 
     Raises:
         TypeError: ``hf_model`` is no Hugging Face model, its base model is of no family in :func:`families`, its
-            head is of no task in :data:`TASKS` its family has, or a block has what the reading does not cover
+            head is none of :data:`HEADS` its family has, or a block has what the reading does not cover
             (cross-attention, relative positions); the message names the class. With ``evolving``: a model that
             is none of those encoders, or settings that are no mapping of ``alpha``, ``beta``, ``kernel_size``.
         ValueError: ``evolving`` values out of range (``alpha``, ``beta`` in ``[0, 1]``, an odd ``kernel_size``),
@@ -159,20 +160,20 @@ def from_transformers(
             f"from_transformers cannot read {type(hf_model).__name__}: its base model {type(base).__name__} is "
             f"none of the registered families' {readable} (register_family adds one)"
         )
-    task = "base" if base is hf_model else _task(hf_model, family)
+    head = "base" if base is hf_model else _head(hf_model, family)
     field, sets = family.blocks(base)
     if evolving is None:
         encoder = stack_encoder(field, len(sets), sets, **solve_options)
     else:
         encoder = evolving_encoder(family, base, sets, evolving, **solve_options)
-    converted = ContinuousTransformersModel(hf_model, encoder, family, task)
+    converted = ContinuousTransformersModel(hf_model, encoder, family, head)
     return converted.train(hf_model.training)  # the new modules (attention) in the model's mode
 
 
-def _task(hf_model: nn.Module, family: Family) -> str:
+def _head(hf_model: nn.Module, family: Family) -> str:
     name = type(hf_model).__name__
-    task = next((task for suffix, task in TASKS.items() if name.endswith(suffix)), None)
-    if task is None or task not in family.heads:
+    head = next((head for suffix, head in HEADS.items() if name.endswith(suffix)), None)
+    if head is None or head not in family.heads:
         kept = ", ".join(sorted(family.heads))
         raise TypeError(f"from_transformers cannot read the head of {name}: for its family it reads {kept}")
-    return task
+    return head

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from torch import nn
 
+from ..._renamed import RenamedKeys
 from ...data import STAND_INS, Splits, load
-from ..config import PRESET_CONFIGS, ConfigError, TrainConfig, base_settings
+from ..config import PRESET_CONFIGS, RENAMED_PRESETS, ConfigError, TrainConfig, base_settings
 
-__all__ = ["Preset", "PRESETS", "VARIANTS", "register_preset", "register_variants", "config"]
+__all__ = ["by_preset", "Preset", "PRESETS", "VARIANTS", "register_preset", "register_variants", "config"]
 
 
 @dataclass(frozen=True)
@@ -50,10 +51,19 @@ class Preset:
         return self.model(data, **overrides)
 
 
-PRESETS: dict[str, Preset] = {}
+T = TypeVar("T")
+
+
+def by_preset(entries: Mapping[str, T]) -> dict[str, T]:
+    """``entries`` keyed by preset name, in which a former name (:data:`~neuralode_tf.train.config.RENAMED_PRESETS`)
+    still reads its preset's entry, with a :class:`DeprecationWarning`."""
+    return RenamedKeys("preset", RENAMED_PRESETS, entries)
+
+
+PRESETS: dict[str, Preset] = by_preset({})
 """Every preset by name (``neuralode-tf train --list``), in the order the family modules register them."""
 
-VARIANTS: dict[str, dict[str, dict[str, Any]]] = {}
+VARIANTS: dict[str, dict[str, dict[str, Any]]] = by_preset({})
 """Model variants by preset, for ``neuralode-tf compare`` and :func:`~neuralode_tf.train.compare_variants`."""
 
 
@@ -66,7 +76,7 @@ def register_preset(
         name: The preset's name (not one of :data:`PRESETS`).
         description: One line for ``neuralode-tf train --list``.
         dataset: A dataset of :data:`~neuralode_tf.data.DATASETS`; ``settings["data"]`` holds its options.
-        model: ``(data, **overrides) -> nn.Module``, e.g. ``registered("deit_tiny_digits", images)``: a model of
+        model: ``(data, **overrides) -> nn.Module``, e.g. ``registered("vit_digits", images)``: a model of
             :func:`~neuralode_tf.models.list_models` built on the data's shape (:mod:`neuralode_tf.train.presets`
             exports ``registered`` and the shapes ``images``, ``tokens``, ``classes`` and ``pairs``).
         **settings: :class:`~neuralode_tf.train.TrainConfig` fields (``epochs``, ``lr``, ...; the others take their

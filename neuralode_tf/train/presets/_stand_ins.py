@@ -14,7 +14,7 @@ from ...models import TRANSEVOLVE_VARIANTS, create_model, model_config
 from ...models.seq2seq import ATTENTIONS
 from ._ablations import ablations
 from ._builders import AA_RESNET_ABLATIONS, _vocabulary_size, classes, images, pairs, registered, resnet, tokens
-from ._registry import register_preset, register_variants
+from ._registry import by_preset, register_preset, register_variants
 
 __all__ = ["TRANSEVOLVE_LISTOPS_VARIANTS", "EA_VARIANTS", "EA_REVERSE", "ZHONG_REVERSE_VARIANTS"]
 
@@ -88,18 +88,18 @@ def _translation_ablations(ea: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return {"vanilla": shared["vanilla"], "ea": shared["ea"], **without, **{name: shared[name] for name in kept}}
 
 
-EA_VARIANTS: dict[str, dict[str, dict[str, Any]]] = {
-    "ea_digits_vit": _field_ablations(model_config("ea_vit_digits").kwargs["evolving"]),
-    "ea_tweets_text": _field_ablations(model_config("ea_text_tweets").kwargs["evolving"]),
-    "ea_digits_resnet": dict(AA_RESNET_ABLATIONS),
-    "ea_reverse_seq2seq": _translation_ablations(EA_REVERSE),
-}
+EA_VARIANTS: dict[str, dict[str, dict[str, Any]]] = by_preset({
+    "ea_vit_digits": _field_ablations(model_config("ea_vit_digits").kwargs["evolving"]),
+    "ea_text_tweets": _field_ablations(model_config("ea_text_tweets").kwargs["evolving"]),
+    "ea_aa_resnet_digits": dict(AA_RESNET_ABLATIONS),
+    "ea_seq2seq_reverse": _translation_ablations(EA_REVERSE),
+})
 """The models of the evolving-attention ablation (Wang et al. 2021), per preset, as model overrides.
 
-Around the registered models' settings: ``ea_digits_vit`` (``ea_vit_digits``) and ``ea_digits_resnet``
+Around the registered models' settings: ``ea_vit_digits`` (``ea_vit_digits``) and ``ea_aa_resnet_digits``
 (``ea_aa_resnet_digits``, Table 2's own architecture, reduced) use the paper's image setting ``α = 0.5, β = 1`` (§4.1,
-ImageNet); ``ea_tweets_text`` (``ea_text_tweets``) the largest values of its text search
-grid, ``α = β = 0.4`` (§4.2); ``ea_reverse_seq2seq`` (the translation stand-in) EA-Transformer-Lite's
+ImageNet); ``ea_text_tweets`` (``ea_text_tweets``) the largest values of its text search
+grid, ``α = β = 0.4`` (§4.2); ``ea_seq2seq_reverse`` (the translation stand-in) EA-Transformer-Lite's
 :data:`EA_REVERSE` and Table 6's ablations, which remove the convolution from one kind of attention at a time.
 Not tuned here.
 """
@@ -109,7 +109,7 @@ _ZHONG_REVERSE_MODEL = dict(encoder_depth=3, decoder_depth=3, field="parallel")
 
 
 def _zhong_seq2seq(data: Splits, **overrides: Any) -> nn.Module:
-    """Zhong et al.'s (2022) Table 3 at toy scale: ``ea_reverse_seq2seq``'s ``vanilla`` model (the registered
+    """Zhong et al.'s (2022) Table 3 at toy scale: ``ea_seq2seq_reverse``'s ``vanilla`` model (the registered
     ``seq2seq_reverse``, d = 64, 4 heads, 3 + 3 pre-norm blocks), by default with the parallel layers of eq. 4."""
     return create_model("seq2seq_reverse", **{**pairs(data), **_ZHONG_REVERSE_MODEL, **overrides})
 
@@ -121,8 +121,8 @@ ZHONG_REVERSE_VARIANTS: dict[str, dict[str, Any]] = {
 }
 """Zhong et al. (2022), Table 3, on the translation stand-in: the sequential layers (``split``, Lie-Trotter: the
 discrete pre-norm transformer) and the parallel ones (``parallel``, Euler: ``x + G(x) + F(x)`` in the encoder,
-``y + SA(y) + CA(y; m) + F(y)`` in the decoder), each with dropout 0 and 0.1 (``_dropout``), as ``zhong_lm_tweets_char``
-names Table 4's."""
+``y + SA(y) + CA(y; m) + F(y)`` in the decoder), each with dropout 0 and 0.1 (``_dropout``), as
+``zhong_nanogpt_tweets_char`` names Table 4's."""
 
 
 _ROWS: list[tuple[str, str, str, Callable[..., nn.Module], dict[str, Any]]] = [
@@ -131,7 +131,7 @@ _ROWS: list[tuple[str, str, str, Callable[..., nn.Module], dict[str, Any]]] = [
         "vit_digits",
         "DeiT-Ti-like ViT (patch 2, d=48, 4 parallel blocks) on scikit-learn digits",
         "digits",
-        registered("deit_tiny_digits", images),
+        registered("vit_digits", images),
         dict(epochs=30, batch_size=64, lr=2e-3, weight_decay=0.05, warmup_steps=50),
     ),
     (
@@ -142,14 +142,14 @@ _ROWS: list[tuple[str, str, str, Callable[..., nn.Module], dict[str, Any]]] = [
         dict(epochs=3, batch_size=128, lr=1e-3, weight_decay=0.01, warmup_steps=50),
     ),
     (
-        "set_shapes3d",
+        "set_transformer_shapes3d",
         "Set Transformer (ISAB width 64, 8 PMA seeds) on generated 3D shapes, 8 classes",
         "shapes3d",
         registered("set_transformer_shapes3d", classes),
         dict(epochs=20, batch_size=64, lr=2e-3, warmup_steps=50, data=dict(num_train=4000, num_test=1000)),
     ),
     (
-        "transformer_mnist1d",
+        "signal_mnist1d",
         "continuous-depth transformer (patch 4, d=64, 4 blocks) on MNIST-1D, 4,000/1,000 split",
         "mnist1d",
         registered("signal_mnist1d", classes),
@@ -163,21 +163,21 @@ _ROWS: list[tuple[str, str, str, Callable[..., nn.Module], dict[str, Any]]] = [
         dict(epochs=20, batch_size=64, lr=1e-3, weight_decay=0.01, warmup_steps=100),
     ),
     (
-        "ea_digits_vit",
+        "ea_vit_digits",
         "Evolving-attention ViT (patch 2, d=48, 4 blocks, α=0.5, β=1, 3x3) on scikit-learn digits",
         "digits",
         registered("ea_vit_digits", images),
         dict(epochs=30, batch_size=64, lr=2e-3, weight_decay=0.05, warmup_steps=50),
     ),
     (
-        "ea_tweets_text",
+        "ea_text_tweets",
         "Evolving-attention text classifier (d=64, 4 blocks, α=β=0.4, 3x3) on the tweets corpus",
         "tweets",
         registered("ea_text_tweets", tokens),
         dict(epochs=2, batch_size=128, lr=1e-3, weight_decay=0.01, warmup_steps=50, data=dict(max_samples=12000)),
     ),
     (
-        "ea_digits_resnet",
+        "ea_aa_resnet_digits",
         "EA-AA-ResNet reduced (basic blocks 2-2-2-2, widths 16-128, stages 1-3 augmented, α=0.5, β=1, 3x3) on "
         "scikit-learn digits",
         "digits",
@@ -192,7 +192,7 @@ _ROWS: list[tuple[str, str, str, Callable[..., nn.Module], dict[str, Any]]] = [
         dict(epochs=20, batch_size=64, lr=1e-3, warmup_steps=50),
     ),
     (
-        "ea_reverse_seq2seq",
+        "ea_seq2seq_reverse",
         "EA-Transformer encoder-decoder (d=64, 3+3 blocks, α=β=0.1, 3x3, skips in the encoder) reversing sequences "
         "of 10-20 symbols (translation stand-in)",
         "reverse",
@@ -200,7 +200,7 @@ _ROWS: list[tuple[str, str, str, Callable[..., nn.Module], dict[str, Any]]] = [
         dict(epochs=10, batch_size=64, lr=1e-3, warmup_steps=50, data=dict(min_length=10, max_length=20)),
     ),
     (
-        "zhong_reverse_seq2seq",
+        "zhong_seq2seq_reverse",
         "Zhong et al. Table 3 reduced: sequential vs parallel encoder-decoder layers (d=64, 3+3 blocks), dropout 0 / "
         "0.1, reversing sequences of 10-20 symbols (translation stand-in); variants sequential, parallel, *_dropout",
         "reverse",
@@ -224,6 +224,6 @@ register_variants(
         "transevolve_listops": TRANSEVOLVE_LISTOPS_VARIANTS,
         "transevolve_reverse": TRANSEVOLVE_LISTOPS_VARIANTS,
         **EA_VARIANTS,
-        "zhong_reverse_seq2seq": ZHONG_REVERSE_VARIANTS,
+        "zhong_seq2seq_reverse": ZHONG_REVERSE_VARIANTS,
     }
 )

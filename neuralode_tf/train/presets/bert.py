@@ -14,8 +14,8 @@ The model is the folder's ``AutoModelForSequenceClassification`` with a head for
 for STS-B's regression; new, from the run's seed, unless the checkpoint has one of that size) and its
 ``AutoTokenizer``, which tokenises the texts (:func:`~neuralode_tf.data.tweets_raw`: the tweets of
 :func:`~neuralode_tf.data.tweets`, same split; :func:`~neuralode_tf.data.load_glue`: a GLUE task's sentences or
-sentence pairs) at every forward (:class:`PretrainedTextClassifier`). The variants (``--set model.variant=NAME``, or
-all of them with ``neuralode-tf compare``) are the rows of Table 4:
+sentence pairs) at every forward (:class:`~neuralode_tf.models.PretrainedTextClassifier`). The variants
+(``--set model.variant=NAME``, or all of them with ``neuralode-tf compare``) are the rows of Table 4:
 
 ==================  ==========================================  ==============================
 variant             model                                       Table 4
@@ -45,106 +45,20 @@ GPU.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-from torch import Tensor, nn
+from torch import nn
 
 from ...data import Splits
-from ...data.splits import Text
-from ...models import from_transformers
+from ...models.pretrained_text import LAYOUT, CheckpointFolderError, PretrainedTextClassifier
 from ..config import ConfigError
 from ._ablations import ablations
 from ._registry import Preset, register_preset, register_variants
 
-__all__ = ["BERT_PRESETS", "BERT_VARIANTS", "EA_BERT", "PretrainedTextClassifier"]
+__all__ = ["BERT_PRESETS", "BERT_VARIANTS", "EA_BERT"]
 
 EA_BERT: dict[str, Any] = dict(alpha=0.1, beta=0.1, kernel_size=3)
 """The ``ea`` variant's evolving-attention settings (see the module docstring)."""
-
-_LAYOUT = (
-    "a folder written by save_pretrained: config.json, the weights (model.safetensors or pytorch_model.bin) and the "
-    "tokenizer's files (tokenizer_config.json with tokenizer.json, or vocab.txt, or vocab.json and merges.txt)"
-)
-
-
-class PretrainedTextClassifier(nn.Module):
-    """A local checkpoint's sequence classifier read as an ODE, which tokenises its texts itself.
-
-    ``forward(texts)`` takes a batch of a ``"text"`` dataset (:class:`~neuralode_tf.data.TextSplit`): strings, or
-    pairs of strings, which the checkpoint's tokenizer joins as it was pretrained to (BERT: ``[CLS] a [SEP] b
-    [SEP]`` with segment ids 0 and 1). The batch is padded to its longest encoding and truncated at ``max_length``
-    tokens (pairs: Hugging Face's ``"longest_first"``, which shortens the longer text first); the converted model's
-    logits ``(B, num_labels)`` are returned.
-
-    Args:
-        checkpoint: The folder (``save_pretrained``'s output) holding the model and its tokenizer.
-        num_labels: Classes of the head, 1 for a regression (STS-B); a checkpoint without a head of this size gets
-            a new one, initialised from torch's random state.
-        evolving: :func:`~neuralode_tf.models.from_transformers`'s ``evolving`` settings, or ``None``.
-        max_length: Tokens per example at most.
-        **solve_options: :func:`~neuralode_tf.models.from_transformers`'s solve settings (``method``, ``steps``, ...).
-
-    Attributes:
-        converted: The :class:`~neuralode_tf.models.huggingface.ContinuousTransformersModel`.
-        tokenizer: The checkpoint's tokenizer (no module: not in the ``state_dict``).
-
-    Raises:
-        ConfigError: ``checkpoint`` is not given, not a folder, or has no ``config.json`` or no tokenizer.
-    """
-
-    def __init__(
-        self,
-        checkpoint: str | Path | None,
-        num_labels: int,
-        *,
-        evolving: Mapping[str, Any] | None = None,
-        max_length: int = 128,
-        **solve_options: Any,
-    ):
-        super().__init__()
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-        folder = _folder(checkpoint)
-        try:
-            self.tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-        except (OSError, ValueError) as error:
-            raise ConfigError(
-                f"model.checkpoint={str(checkpoint)!r} has no tokenizer ({error}); expected {_LAYOUT}"
-            ) from error
-        hf_model = AutoModelForSequenceClassification.from_pretrained(
-            folder, num_labels=num_labels, ignore_mismatched_sizes=True, local_files_only=True
-        )
-        self.converted = from_transformers(hf_model, evolving=evolving, **solve_options)
-        self.max_length = max_length
-
-    def forward(self, texts: Sequence[Text]) -> Tensor:
-        pairs = [text for text in texts if isinstance(text, tuple)]
-        if pairs and len(pairs) != len(texts):
-            raise ValueError("a batch holds texts or pairs of texts, not both")
-        columns = (list(texts),) if not pairs else ([a for a, _ in pairs], [b for _, b in pairs])
-        encoded = self.tokenizer(
-            *columns, padding=True, truncation="longest_first", max_length=self.max_length, return_tensors="pt"
-        )
-        device = next(self.parameters()).device
-        names = ["input_ids", "attention_mask"]
-        if "token_type_ids" in encoded and self.converted.family.token_type_ids:
-            names.append("token_type_ids")  # the segments of a pair (all 0 for one text, the model's default)
-        return self.converted(**{name: encoded[name].to(device) for name in names})
-
-
-def _folder(checkpoint: str | Path | None) -> Path:
-    if checkpoint is None:
-        raise ConfigError(
-            f"this preset fine-tunes a local checkpoint: give it with --set model.checkpoint=PATH, {_LAYOUT}"
-        )
-    folder = Path(checkpoint).expanduser()
-    if not folder.is_dir() or not (folder / "config.json").is_file():
-        what = "no config.json in" if folder.is_dir() else "no folder"
-        raise ConfigError(f"model.checkpoint: {what} {folder}; expected {_LAYOUT}")
-    return folder
-
 
 def _ea_bert(
     data: Splits,
@@ -160,8 +74,15 @@ def _ea_bert(
     if variant not in variants:
         raise ValueError(f"unknown variant {variant!r}; valid: {', '.join(variants)}")
     num_labels = data.num_classes or 1  # one output for a regression (STS-B)
+    if checkpoint is None:
+        raise ConfigError(
+            f"this preset fine-tunes a local checkpoint: give it with --set model.checkpoint=PATH, {LAYOUT}"
+        )
     settings = dict(checkpoint=checkpoint, num_labels=num_labels, evolving=variants[variant])
-    return PretrainedTextClassifier(**{**settings, **overrides})
+    try:
+        return PretrainedTextClassifier(**{**settings, **overrides})
+    except CheckpointFolderError as error:
+        raise ConfigError(f"model.checkpoint: {error}") from error
 
 
 _FINE_TUNING: dict[str, Any] = dict(batch_size=16, lr=2e-5, weight_decay=0.01, eval_batch_size=64)

@@ -11,11 +11,11 @@ written at the end of each epoch (``metrics.csv``) and of the run (``metrics.jso
 * **Released configurations** on the real data (``--set data.root=...``): ``nanogpt_shakespeare_char`` and
   ``ot_nanogpt_shakespeare_char`` (``config/train_shakespeare_char.py``: 5,000 steps of 64 x 4 accumulated windows
   of 256 characters, lr 1e-3 with 100 warm-up steps, weight decay 0.1, clipping at 1.0; one epoch = nanoGPT's
-  ``eval_interval`` of 250 steps) and ``ot_gpt2_owt`` (``config/train_gpt2.py``: 60,000 steps of 6 x 40
+  ``eval_interval`` of 250 steps) and ``ot_gpt2_openwebtext`` (``config/train_gpt2.py``: 60,000 steps of 6 x 40
   windows of 1,024 GPT-2 tokens, lr 6e-4, 2,000 warm-up steps; GPU scale).
-* **Reduced** presets on the offline character corpus ``tweets_char``, minutes on 2 CPU cores: ``lm_tweets_char``
+* **Reduced** presets on the offline character corpus ``tweets_char``, minutes on 2 CPU cores: ``nanogpt_tweets_char``
   (nanoGPT baseline, OT-Transformer, and without its transport cost; the ``_small`` registry models) and
-  ``zhong_lm_tweets_char`` (sequential against parallel blocks, dropout 0, 0.1 and 0.3).
+  ``zhong_nanogpt_tweets_char`` (sequential against parallel blocks, dropout 0, 0.1 and 0.3).
 
 Every LM preset clips the gradient norm at 1.0, as the released nanoGPT code does. With ``grad_accumulation``
 the loss *and* the transport cost are divided by the number of micro-batches (the released code divides only the
@@ -34,7 +34,7 @@ from torch import nn
 
 from ...data import Splits, TokenWindows
 from ...models import create_model
-from ._registry import Preset, register_preset, register_variants
+from ._registry import Preset, by_preset, register_preset, register_variants
 
 __all__ = ["LM_PRESETS", "LM_VARIANTS"]
 
@@ -127,8 +127,8 @@ LM_PRESETS: dict[str, Preset] = {
         _causal_lm(_OT, "ot"),
         **_SHAKESPEARE,
     ),
-    "ot_gpt2_owt": register_preset(
-        "ot_gpt2_owt",
+    "ot_gpt2_openwebtext": register_preset(
+        "ot_gpt2_openwebtext",
         "not here (GPU scale): the released OT-Transformer GPT-2 124M run on OpenWebText, 12 composed blocks, 10 "
         "Euler steps, transport_cost=0.2 (--lmbda=0.1), 60,000 steps of 6x40 windows of 1,024 tokens (torchrun "
         "with P processes: grad_accumulation=40/P); needs data.root=<folder of train.bin, val.bin>",
@@ -143,16 +143,16 @@ LM_PRESETS: dict[str, Preset] = {
         eval_batch_size=8,
         data=dict(block_size=1024, windows=240_000, vocab_size=50304),  # nanoGPT's padded GPT-2 vocabulary
     ),
-    "lm_tweets_char": register_preset(
-        "lm_tweets_char",
+    "nanogpt_tweets_char": register_preset(
+        "nanogpt_tweets_char",
         "reduced nanoGPT (d=96, 3 layers) / OT-Transformer (d=80, 2 composed blocks, 5 Euler steps, transport_cost=1) "
         "on the tweets' characters: 300 steps of 32 windows of 64; variants baseline, ot, ot_unregularized",
         "tweets_char",
         _causal_lm(_OT_SMALL, "baseline"),
         **_TWEETS,
     ),
-    "zhong_lm_tweets_char": register_preset(
-        "zhong_lm_tweets_char",
+    "zhong_nanogpt_tweets_char": register_preset(
+        "zhong_nanogpt_tweets_char",
         "Zhong et al. Table 4 reduced: sequential vs parallel GPT layers (d=96, 3 layers), dropout 0 / 0.1 / 0.3, on "
         "the tweets' characters; variants sequential, parallel, *_dropout (0.1), *_dropout_03 (0.3)",
         "tweets_char",
@@ -162,15 +162,15 @@ LM_PRESETS: dict[str, Preset] = {
 }
 """The language-model presets by name (see the module docstring); :data:`~neuralode_tf.train.PRESETS` lists them."""
 
-LM_VARIANTS: dict[str, dict[str, dict[str, Any]]] = {
+LM_VARIANTS: dict[str, dict[str, dict[str, Any]]] = by_preset({
     "nanogpt_shakespeare_char": _variants(_OT),
     "ot_nanogpt_shakespeare_char": _variants(_OT),
-    "ot_gpt2_owt": _variants(_OT_GPT2),
-    "lm_tweets_char": _variants(_OT_SMALL),
-    "zhong_lm_tweets_char": _variants(_ZHONG),
-}
+    "ot_gpt2_openwebtext": _variants(_OT_GPT2),
+    "nanogpt_tweets_char": _variants(_OT_SMALL),
+    "zhong_nanogpt_tweets_char": _variants(_ZHONG),
+})
 """The models each LM preset compares, as ``model.variant`` overrides (``neuralode-tf compare PRESET``):
 ``baseline`` (nanoGPT), ``ot`` (the OT-Transformer) and ``ot_unregularized`` (the same with ``λ = 0``); for
-``zhong_lm_tweets_char`` the sequential and parallel layers with dropout 0, 0.1 and 0.3."""
+``zhong_nanogpt_tweets_char`` the sequential and parallel layers with dropout 0, 0.1 and 0.3."""
 
 register_variants(LM_VARIANTS)

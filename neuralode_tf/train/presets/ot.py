@@ -4,12 +4,12 @@ Each task has two presets whose models are registered configurations of one arch
 :func:`~neuralode_tf.models.create_model`) and the same five (MNIST: three) variants of :data:`OT_VARIANTS`:
 
 * a **paper preset** on the real data (``data.root=`` the files), with Appendix B's sizes, Euler steps,
-  ``λ``, epochs, learning rate (and its step decays) and batch size: ``ot_mnist``, ``ot_catsdogs_vit``,
+  ``λ``, epochs, learning rate (and its step decays) and batch size: ``ot_mnist``, ``ot_catsdogs``,
   ``ot_imdb``, ``ot_modelnet40``. Their transformer blocks have the parameter counts of Tables 1-4
   (``tests/test_ot_paper.py``);
 * a **stand-in** on offline data with the same architecture at smaller sizes and its own training
-  settings, to run on a CPU in minutes: ``ot_mnist_vit`` (digits), ``ot_imdb_text`` (tweets),
-  ``ot_modelnet_set`` (shapes3d). Their steps and ``λ`` are the paper's; nothing else is.
+  settings, to run on a CPU in minutes: ``ot_mnist_digits`` (digits), ``ot_imdb_tweets`` (tweets),
+  ``ot_modelnet40_shapes3d`` (shapes3d). Their steps and ``λ`` are the paper's; nothing else is.
 
 Every OT preset trains with Adam (AdamW without weight decay) and **without gradient clipping**: Sinkformers'
 training code, whose hyperparameters Kan et al. keep, does not clip (their released nanoGPT code, for the
@@ -25,7 +25,7 @@ from typing import Any
 from torch import nn
 
 from ._builders import classes, images, registered, tokens
-from ._registry import Preset, register_preset, register_variants
+from ._registry import Preset, by_preset, register_preset, register_variants
 
 __all__ = ["OT_VARIANTS", "OT_PRESETS"]
 
@@ -56,15 +56,15 @@ _IMDB_SLIGHT = {
 }
 """IMDb's variants and Table 4's † rows: the "unregularised" models trained with ``λ = 0.01``."""
 
-OT_VARIANTS: dict[str, dict[str, dict[str, Any]]] = {
+OT_VARIANTS: dict[str, dict[str, dict[str, Any]]] = by_preset({
     "ot_mnist": _MNIST,
-    "ot_catsdogs_vit": _variants(dict(depth=6), dict(depth=5), steps=20, ot=0.01, node=0.005),
+    "ot_catsdogs": _variants(dict(depth=6), dict(depth=5), steps=20, ot=0.01, node=0.005),
     "ot_imdb": _IMDB_SLIGHT,
     "ot_modelnet40": _variants(dict(dim=256), dict(dim=200), steps=8, ot=1.0, node=0.1),
-    "ot_mnist_vit": _MNIST,
-    "ot_imdb_text": _IMDB_SLIGHT,
-    "ot_modelnet_set": _variants(dict(dim=64), dict(dim=50), steps=8, ot=1.0, node=0.1),
-}
+    "ot_mnist_digits": _MNIST,
+    "ot_imdb_tweets": _IMDB_SLIGHT,
+    "ot_modelnet40_shapes3d": _variants(dict(dim=64), dict(dim=50), steps=8, ot=1.0, node=0.1),
+})
 """The model overrides of the models Kan et al. (2025, Tables 1-4, Appendix B) compare, per OT preset.
 
 ``baseline`` is the discrete transformer (:class:`~neuralode_tf.models.DiscreteStack`); ``ot`` the
@@ -79,10 +79,10 @@ fully-connected layer without skip; the same steps per ODE) without and with its
 * Cats & Dogs: 6 vs 5 blocks, 20 steps, ``λ`` 0.01 (OT) and 0.005 (N-ODE).
 * IMDb: 6 vs 3 blocks, 8 steps, ``λ = 0.5`` for both; ``ot_slight``/``node_slight`` are Table 4's
   "unregularised" rows (†), trained with ``λ = 0.01`` because ``λ = 0`` gave NaN (the stand-in
-  ``ot_imdb_text`` has them too).
+  ``ot_imdb_tweets`` has them too).
 * ModelNet40: ISAB width 256 vs 200, 8 steps, ``λ`` 1 (OT) and 0.1 (N-ODE).
 
-The stand-ins share the variants of their task, at their own sizes (``ot_modelnet_set``: width 64 vs
+The stand-ins share the variants of their task, at their own sizes (``ot_modelnet40_shapes3d``: width 64 vs
 50). Use them as ``--set model.<key>=<value>`` or with :func:`neuralode_tf.train.compare_variants`.
 """
 
@@ -108,8 +108,8 @@ OT_PRESETS: dict[str, Preset] = {
         lr_decay_epochs=[35, 40],
         **_PAPER,
     ),
-    "ot_catsdogs_vit": _ot_preset(
-        "ot_catsdogs_vit",
+    "ot_catsdogs": _ot_preset(
+        "ot_catsdogs",
         "Kan et al. Cats & Dogs ViT, Appendix B: 5 composed blocks, 20 steps, λ=0.01, 250 epochs, batch 64, "
         "lr 3e-5; needs data.root=<Kaggle train/>",
         "catsdogs",
@@ -145,8 +145,8 @@ OT_PRESETS: dict[str, Preset] = {
         data=dict(num_points=5000),
         **_PAPER,
     ),
-    "ot_mnist_vit": _ot_preset(
-        "ot_mnist_vit",
+    "ot_mnist_digits": _ot_preset(
+        "ot_mnist_digits",
         "stand-in for ot_mnist: the MNIST ViT (d=k=64, 1 attention block, 20 Euler steps, λ=0.01) with patch 2 "
         "on scikit-learn digits",
         "digits",
@@ -157,8 +157,8 @@ OT_PRESETS: dict[str, Preset] = {
         weight_decay=0.05,
         warmup_steps=50,
     ),
-    "ot_imdb_text": _ot_preset(
-        "ot_imdb_text",
+    "ot_imdb_tweets": _ot_preset(
+        "ot_imdb_tweets",
         "stand-in for ot_imdb: the post-LN classifier at d=64, 4 heads (3 composed blocks, 8 steps, λ=0.5) on "
         "12,000 tweets",
         "tweets",
@@ -170,8 +170,8 @@ OT_PRESETS: dict[str, Preset] = {
         warmup_steps=50,
         data=dict(max_samples=12000),
     ),
-    "ot_modelnet_set": _ot_preset(
-        "ot_modelnet_set",
+    "ot_modelnet40_shapes3d": _ot_preset(
+        "ot_modelnet40_shapes3d",
         "stand-in for ot_modelnet40: the Set Transformer at ISAB width 50, 2 heads, 8 PMA seeds (8 steps, λ=1) on "
         "2,000 shapes3d clouds",
         "shapes3d",
