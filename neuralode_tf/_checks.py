@@ -1,6 +1,6 @@
-"""Checks of what a depth module (:class:`~neuralode_tf.ContinuousDepth`, or the discrete stack a model is
-compared with) is given besides its field: its solve settings, and the conditioning keywords of a forward that it
-hands to the fields' ``bind`` methods.
+"""Checks of what a depth module (:class:`~neuralode_tf.ContinuousDepth`, or its baseline
+:class:`~neuralode_tf.models.DiscreteStack`) is given besides its field: its solve settings, and the conditioning
+keywords of a forward that it hands to the fields' ``bind`` methods.
 
 Each check raises ``TypeError`` (a wrong kind of value) or ``ValueError`` (a wrong value or shape) with a message
 that names the argument and says what is valid. The field and the depth-times are checked by

@@ -49,10 +49,10 @@ def check_times(
     times = _numbers(t) if names is None else [_real(value, name) for name, value in zip(names, t, strict=True)]
     if len(times) < 2:
         raise InvalidTimesError(f"t needs at least two times (start and end), got {len(times)}")
-    labels = names or [f"t[{i}]" for i in range(len(times))]
-    for label, time in zip(labels, times):
+    for i, time in enumerate(times):
         if not math.isfinite(time):
-            raise InvalidTimesError(f"{label} must be finite, got {time!r}")
+            what = f"{names[i]} must be finite, got {time!r}" if names else f"t must be finite, got {times}"
+            raise InvalidTimesError(what)
     for i in range(1, len(times)):
         if times[i] > times[i - 1]:
             continue
