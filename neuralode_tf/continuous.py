@@ -9,18 +9,19 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ._checks import (
-    SOLVE_OPTIONS,
-    backend_for,
-    bind_calls,
-    check_conditioning,
-    check_field,
-    check_solve_settings,
-    check_times,
-)
+from ._checks import SOLVE_OPTIONS, backend_for, bind_calls, check_conditioning, check_solve_settings
+from ._tree import stack, unstack
 from ._typing import State
-from .numerics import FIXED_GRID_METHODS, InvalidTimesError, Solution, SolverConfigError, Stats, solve
-from .numerics._state import stack, unstack
+from .numerics import (
+    FIXED_GRID_METHODS,
+    InvalidTimesError,
+    Solution,
+    SolverConfigError,
+    Stats,
+    check_field,
+    check_times,
+    solve,
+)
 from .protocols import Augmented
 
 __all__ = ["ContinuousDepth", "set_solve_options", "regularization"]
@@ -93,9 +94,9 @@ class ContinuousDepth(nn.Module):
         **solve_options: Any,
     ):
         super().__init__()
-        check_field(field)
+        check_field(field, module=True)
         self.field = field
-        self.t0, self.t1 = check_times(t0, t1)
+        self.t0, self.t1 = check_times((t0, t1), names=("t0", "t1"))
         self._solve_options = _with_unit_steps(dict(method=method, steps=steps, step_size=step_size, **solve_options))
         check_solve_settings(field, self._solve_options)
         self.stats: Stats | None = None

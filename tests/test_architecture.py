@@ -2,12 +2,16 @@
 
 The layers, top to bottom (the README's architecture sketch draws the same):
 
-    train, notebook  ->  models  ->  continuous (ContinuousDepth)  ->  fields  ->  nn  ->  _checks  ->  numerics
-    ->  protocols, data, flops  ->  _typing
+    train, notebook  ->  models  ->  continuous (ContinuousDepth)  ->  _checks (its settings)  ->  fields  ->  nn
+    ->  numerics  ->  protocols, data, flops  ->  _tree (a state's structure), _dynamo  ->  _typing
 
 A unit may import its own modules and any unit below it, never one above, and no module may import itself back
 through others (no import cycle, inside a unit either; imports under ``if TYPE_CHECKING:`` do not run). A new
 top-level module or subpackage must be placed in ``_LAYERS`` here, which is the point: its place is a decision.
+
+Two rules narrow that: ``nn`` imports nothing of ``numerics`` (a residual branch checks its masks without the
+solver), and no module outside ``numerics`` imports one of its private modules (``numerics._validate``, ...): what
+the others need of it, its ``__init__`` exports.
 """
 
 from __future__ import annotations
@@ -24,11 +28,12 @@ MAX_LINES = 300
 
 _LAYERS = [
     {"_typing", "_renamed"},
+    {"_tree", "_dynamo"},
     {"protocols", "data", "flops"},
     {"numerics"},
-    {"_checks"},
     {"nn"},
     {"fields"},
+    {"_checks"},
     {"continuous"},
     {"models"},
     {"dynamics"},
@@ -36,6 +41,8 @@ _LAYERS = [
     {"__init__", "__main__"},
 ]
 _RANK = {unit: rank for rank, units in enumerate(_LAYERS) for unit in units}
+_NOT_IMPORTED = {"nn": {"numerics"}}
+"""Units below a unit that it must not import all the same, with the units they are kept from."""
 
 pytestmark = pytest.mark.cpu_only("reads the package's source files")
 
@@ -72,8 +79,7 @@ def _imports(path: Path, *, runtime: bool = False) -> set[str]:
             target = ".".join(base + ([node.module] if node.module else []))
             if node.module:
                 found.add(target)
-            else:
-                found.update(f"{target}.{alias.name}" for alias in node.names)
+            found.update(f"{target}.{alias.name}" for alias in node.names)  # a name may be a module
         elif isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
     return {name for name in found if name == "neuralode_tf" or name.startswith("neuralode_tf.")}
@@ -95,6 +101,22 @@ def test_modules_import_only_downward(path: Path):
         if other != unit and _RANK[other] >= _RANK[unit]:
             upward.append(f"{target} (layer {_RANK[other]}, this module's: {_RANK[unit]})")
     assert not upward, f"{path.relative_to(PACKAGE)} imports sideways or upward: {upward}"
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_modules_import_no_unit_kept_from_theirs(path: Path):
+    kept_from = _NOT_IMPORTED.get(_own_unit(path), set())
+    found = sorted(target for target in _imports(path) if _unit(target) in kept_from)
+    assert not found, f"{path.relative_to(PACKAGE)} imports {found}: its unit must not import {sorted(kept_from)}"
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in _modules() if _own_unit(p) != "numerics"], ids=lambda p: str(p.relative_to(PACKAGE))
+)
+def test_only_numerics_imports_its_private_modules(path: Path):
+    """``from ..numerics._validate import x`` and ``from ..numerics import _validate`` alike."""
+    private = sorted(t for t in _imports(path) if t.startswith("neuralode_tf.numerics._"))
+    assert not private, f"{path.relative_to(PACKAGE)} imports private modules of numerics: {private}"
 
 
 def _module_name(path: Path) -> str:

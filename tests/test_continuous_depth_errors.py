@@ -46,7 +46,9 @@ def test_continuous_depth_refuses_a_residual_branch_and_points_to_as_field(branc
     branch = branch.to(device)
     name = type(branch).__name__
     with pytest.raises(
-        InvalidFieldError, match=rf"field: {name}\.forward\(x\) is a residual branch .*fields\.as_field\(branch\)"
+        InvalidFieldError,
+        match=rf"^field must be callable as field\(t, y\) -> dy/dt, but {name} takes \(x\b.*A residual branch "
+        r".*fields\.as_field\(branch\), the autonomous field dy/dt = branch\(y\), or a SplitField of branches$",
     ):
         ContinuousDepth(branch)
     x = _x(device)

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .._checks import check_padding_mask
+from ..nn._conditioning import check_padding_mask
 
 __all__ = [
     "DEFAULT_CLUSTER_TOLERANCE",

@@ -37,10 +37,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .._checks import check_times
+from .._dynamo import own_code
 from ..continuous import ContinuousDepth
-from ..numerics import COMPILE_OPTIONS, FIXED_GRID_METHODS, SolverConfigError, solve
-from ..numerics._compiled import _own_code
+from ..numerics import COMPILE_OPTIONS, FIXED_GRID_METHODS, SolverConfigError, check_times, solve
 from ..protocols import Augmented, jump_times_of, parts_of
 from .jacobian import _batched_jvp
 
@@ -130,7 +129,7 @@ def _compiled_jvp(field: nn.Module, frame: Tensor) -> Callable:
     key = (tuple(frame.shape), frame.dtype, frame.device)
     if key not in cache:
         options: dict[str, Any] = dict(COMPILE_OPTIONS) if frame.device.type == "cpu" else {}
-        cache[key] = torch.compile(_own_code(_joint_evaluation), options=options)
+        cache[key] = torch.compile(own_code(_joint_evaluation), options=options)
     return cache[key]
 
 
@@ -211,7 +210,7 @@ def lyapunov_spectrum(
         settings.update(steps=steps, step_size=step_size)
     settings.update(solve_options)
     x0 = _check_state(x0)
-    start, end = check_times(t0, t1)
+    start, end = check_times((t0, t1), names=("t0", "t1"))
     grid = _grid(start, end, settings.pop("steps", None), settings.pop("step_size", None), reorthonormalize_every)
     if settings["method"] not in FIXED_GRID_METHODS:
         raise SolverConfigError(

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import cast
+import inspect
+from collections.abc import Callable
+from typing import Any, cast
 
 from torch import Tensor, nn
 
-from .._checks import required_positionals
 from .._typing import State
 
 
@@ -31,7 +32,7 @@ def as_field(module: nn.Module) -> nn.Module:
         raise TypeError(
             f"parts must be nn.Modules (branches x -> dx or fields (t, x) -> dx), got {type(module).__name__}"
         )
-    required = required_positionals(module.forward)
+    required = _required_positionals(module.forward)
     if required == 1:
         return Autonomous(module)
     if required == 2:
@@ -40,6 +41,17 @@ def as_field(module: nn.Module) -> nn.Module:
     raise TypeError(
         f"{type(module).__name__}.forward takes {takes}; a part must be a branch forward(x) or a field forward(t, x)"
     )
+
+
+def _required_positionals(function: Callable[..., Any]) -> int | None:
+    """How many positional arguments ``function`` requires, or ``None`` if it takes ``*args`` (or has no signature)."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_POSITIONAL for p in parameters):
+        return None
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty for p in parameters)
 
 
 def add(a: State, b: State) -> State:

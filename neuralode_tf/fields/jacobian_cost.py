@@ -10,8 +10,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from .._checks import check_padding_mask
 from .._typing import State
+from ..nn._conditioning import check_padding_mask
 from ..protocols import Augmented, VectorField, jump_times_of, parts_of
 from ._parts import as_field
 

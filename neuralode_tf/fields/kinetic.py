@@ -7,8 +7,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from .._checks import check_padding_mask
 from .._typing import State
+from ..nn._conditioning import check_padding_mask
 from ..protocols import VectorField, jump_times_of, parts_of
 from ._parts import as_field
 

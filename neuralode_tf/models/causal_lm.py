@@ -9,8 +9,8 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from .._checks import check_padding_mask
 from ..nn import AttentionBranch, KVCache, MLPBranch
+from ..nn._conditioning import check_padding_mask
 from ._generation import check_cacheable, check_sampling, sample_next
 from ._inputs import check_token_ids, warn_if_dropout_samples
 from .blocks import _evolving_settings, _transformer_sets

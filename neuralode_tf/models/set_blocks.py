@@ -40,9 +40,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .._checks import check_padding_mask
 from ..fields import SplitField, WeightSharedField
 from ..nn import AttentionBranch, MLPBranch
+from ..nn._conditioning import check_padding_mask
 
 __all__ = ["MAB", "PMA", "InducedAttentionBranch", "isab_field"]
 

@@ -18,9 +18,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .._checks import check_padding_mask
 from ..fields import Sublayer
 from ..nn import _empty_rows
+from ..nn._conditioning import check_padding_mask
 from .set_transformer import _dense
 from .stack import _named_field, stack_encoder
 

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .._checks import check_padding_mask
+from ..nn._conditioning import check_padding_mask
 from .set_blocks import PMA, _isab_sets
 from .stack import _named_field, stack_encoder
 

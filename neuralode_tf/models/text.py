@@ -9,7 +9,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from .._checks import check_padding_mask
+from ..nn._conditioning import check_padding_mask
 from ._inputs import check_token_ids
 from .blocks import _evolving_settings, _transformer_sets
 from .stack import _named_field, stack_encoder

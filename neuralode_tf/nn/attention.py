@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .._checks import check_context, check_padding_mask
+from ._conditioning import check_context, check_padding_mask
 from ._empty_rows import SdpaMask, attend, sdpa_mask
 from ._kv_cache import KVCache
 from .rotary import apply_rotary

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .._checks import check_padding_mask
+from ._conditioning import check_padding_mask
 from ._empty_rows import softmax_weights
 from .attention import _AttentionParameters
 

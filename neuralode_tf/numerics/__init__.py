@@ -3,10 +3,15 @@ torchdiffeq and torchode), with backprop, checkpointing or adjoint gradients.
 
 A backend is a :class:`Backend` given to :func:`register_backend`; ``numerics/backends/`` holds the built-in
 ones, registered on import; ``backend="auto"`` tries them by their declared ``priority``.
+
+:func:`check_field`, :func:`check_times` and :func:`check_checkpoints` are checks ``solve`` makes, for a front end
+that takes a field, times or a checkpoint budget before it has a state to solve from (as
+:class:`~neuralode_tf.ContinuousDepth` does when built): it refuses them then, with ``solve``'s messages.
 """
 
 from . import backends
 from ._compiled import COMPILE_OPTIONS
+from ._field_checks import check_field
 from ._registry import (
     BACKENDS,
     FIXED_GRID_METHODS,
@@ -21,6 +26,7 @@ from ._registry import (
 )
 from ._resolve import resolve_backend
 from ._solve import solve
+from ._validate import check_checkpoints, check_times
 from .backends.builtin import register_splitting_scheme, register_tableau
 from .causality import CausalityWarning, is_causal
 from .errors import (
@@ -42,6 +48,9 @@ __all__ = [
     "solve",
     "resolve_backend",
     "methods",
+    "check_field",
+    "check_times",
+    "check_checkpoints",
     "BACKENDS",
     "GRADIENTS",
     "GRADIENT_MODES",

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
-import types
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -11,6 +9,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from .._dynamo import own_code
 from .._typing import Field, State
 from ._registry import Backend
 from ._state import leaves
@@ -35,12 +34,9 @@ RunAndSaveRngState`` in cpp_wrapper_cpu.py; seen with 2.9.0, 2.9.1, 2.10.0 and 2
 the Python wrapper, unless ``compile`` asks for ``cpp_wrapper`` itself."""
 
 _COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-"""Compiled marches by field, then by (method, substep, grid, checkpoint, checkpoints, options), each with a code
-object of its own (:func:`_own_code`). A march takes the field as an argument rather than closing over it, so the
-cache holds no reference to its key and a field and its compiled marches are freed together."""
-
-_MARCH_NUMBERS = itertools.count()
-"""Numbers the code objects of compiled marches (their names in traces)."""
+"""Compiled marches by field, then by (method, substep, grid, checkpoint, checkpoints, options), each with a code object
+of its own (:func:`~neuralode_tf._dynamo.own_code`). A march takes the field as an argument rather than closing over it,
+so the cache holds no reference to its key and a field and its compiled marches are freed together."""
 
 
 def check_compile(compile: object, method: str, backend: Backend) -> None:
@@ -80,7 +76,7 @@ def compiled(
             defaults = {k: v for k, v in defaults.items() if k != "cpp_wrapper"}
         options = {**defaults, **(compile if isinstance(compile, dict) else {})}
         _hashable(options)
-        cache[key] = torch.compile(_own_code(_checked(make_march())), options=options)
+        cache[key] = torch.compile(own_code(_checked(make_march())), options=options)
     return cache[key]
 
 
@@ -93,17 +89,6 @@ def _checked(march: March) -> Callable[[Field, State], tuple[list[State], Tensor
         return states[1:], finite  # not y0, an input: an output that is an input costs autograd a view per call
 
     return checked
-
-
-def _own_code(fn: Callable) -> Callable:
-    """``fn`` with a code object of its own.
-
-    Dynamo keeps compiled code per code object, at most ``torch._dynamo.config.recompile_limit`` (8)
-    variants of it, and runs eagerly beyond: every march shares the code of one closure, so without
-    this the ninth field compiled in a process would silently run uncompiled.
-    """
-    code = fn.__code__.replace(co_name=f"{fn.__code__.co_name}_{next(_MARCH_NUMBERS)}")
-    return types.FunctionType(code, fn.__globals__, code.co_name, fn.__defaults__, fn.__closure__)
 
 
 def _hashable(options: dict[str, Any]) -> tuple:

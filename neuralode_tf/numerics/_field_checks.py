@@ -32,8 +32,20 @@ _FIELD_FUNCTIONS: weakref.WeakSet[types.FunctionType] = weakref.WeakSet()
 """Functions already seen to take ``(t, y)``: :func:`check_field` reads a signature once per function, not per solve."""
 
 
-def check_field(field: object) -> None:
-    """Refuse anything that cannot be called as ``field(t, y)``, e.g. a residual branch ``forward(x)``."""
+def check_field(field: object, *, module: bool = False) -> None:
+    """Raise :class:`~neuralode_tf.numerics.InvalidFieldError` (a ``TypeError``) unless ``field`` can be called as
+    ``field(t, y) -> dy/dt``: a residual branch ``forward(x)`` is refused with how to make a field of it.
+
+    With ``module``, for a caller that keeps the field as a submodule (:class:`~neuralode_tf.ContinuousDepth`), it
+    must also be an ``nn.Module``: a plain callable is refused rather than wrapped, as the tensors it uses would not
+    be registered, so they would neither train nor follow ``.to(device)``.
+    """
+    if module and not isinstance(field, nn.Module):
+        raise InvalidFieldError(
+            f"field must be an nn.Module with forward(t, x) -> dx/dt, got {type(field).__name__}: the tensors a "
+            "plain callable uses are not registered, so they would neither train nor follow .to(device); "
+            "subclass nn.Module"
+        )
     if not callable(field):
         raise InvalidFieldError(f"field must be callable as field(t, y) -> dy/dt, got {type(field).__name__}")
     target = field.forward if isinstance(field, nn.Module) else field
@@ -54,7 +66,8 @@ def check_field(field: object) -> None:
     hint = f"{name}.as_field()" if hasattr(field, "as_field") else "neuralode_tf.fields.as_field(branch)"
     raise InvalidFieldError(
         f"field must be callable as field(t, y) -> dy/dt, but {name} takes {signature}. A residual branch "
-        f"(forward(x) -> increment) is not a field: pass {hint}, the autonomous field dy/dt = branch(y)"
+        f"(forward(x) -> increment) is not a field: pass {hint}, the autonomous field dy/dt = branch(y), or a "
+        "SplitField of branches"
     )
 
 

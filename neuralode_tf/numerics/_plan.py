@@ -78,7 +78,7 @@ def settle(field: Field, y0: State, t: Sequence[float] | Tensor, arguments: dict
     sample_times = _feature_checks.sample_times(t, y0)
     times = sample_times[0] if sample_times else _validate.check_times(t, y0)
     _validate.check_flags(a["seminorm"], a["per_sample"], a["max_steps"])
-    checkpoints = _validate.checkpoints(a["checkpoints"], adjoint, y0)
+    checkpoints = _validate.check_checkpoints(a["checkpoints"], adjoint, y0)
     chosen = get_backend(
         resolve_backend(
             field,

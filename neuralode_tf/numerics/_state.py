@@ -1,4 +1,5 @@
-"""Helpers for states that are a tensor or a tuple of tensors (augmented states)."""
+"""Helpers for states that are a tensor or a tuple of tensors (augmented states); their structure (``leaves``,
+``rebuild``, ``stack``, ``unstack``) is ``neuralode_tf/_tree.py``'s, imported from here too."""
 
 from __future__ import annotations
 
@@ -9,18 +10,11 @@ from typing import cast
 import torch
 from torch import Tensor
 
+from .._tree import leaves, rebuild
+from .._tree import stack as stack
+from .._tree import unstack as unstack
 from .._typing import State
 from .errors import FieldOutputError
-
-
-def leaves(y: State) -> tuple[Tensor, ...]:
-    """The tensors of a state, in order."""
-    return y if isinstance(y, tuple) else (y,)
-
-
-def rebuild(template: State, tensors: tuple[Tensor, ...] | list[Tensor]) -> State:
-    """A state with the structure of ``template`` made of ``tensors``."""
-    return tuple(tensors) if isinstance(template, tuple) else tensors[0]
 
 
 def tree_map(fn: Callable[..., Tensor], *states: State) -> State:
@@ -43,18 +37,6 @@ def _axpy_leaf(y: Tensor, terms: list[tuple[float, Tensor]]) -> Tensor:
     for coef, k in terms[1:]:
         out = out.add(k, alpha=coef)
     return out
-
-
-def stack(states: list[State]) -> State:
-    """Stack a list of states along a new leading (time) dimension."""
-    return rebuild(states[0], [torch.stack(xs) for xs in zip(*map(leaves, states))])
-
-
-def unstack(ys: State) -> list[State]:
-    """The states along dim 0 of a stacked state, one by one (the inverse of :func:`stack`)."""
-    if isinstance(ys, tuple):
-        return [tuple(parts) for parts in zip(*(leaf.unbind(0) for leaf in ys))]
-    return list(ys.unbind(0))
 
 
 def all_finite(y: State) -> Tensor:

@@ -36,33 +36,37 @@ def check_state(y0: object) -> None:
         raise InvalidStateError(f"the tensors of y0 must share one device, got {[str(x.device) for x in tensors]}")
 
 
-def check_times(t: Sequence[float] | Tensor, y0: State) -> list[float]:
-    """``t`` as floats: real, 1-D, at least two, finite, strictly increasing, within the range of ``y0``'s dtype."""
-    if isinstance(t, Tensor):
-        if t.ndim != 1:
-            raise InvalidTimesError(
-                f"t must be 1-D (or a (batch, n) tensor of per-sample times), got shape {tuple(t.shape)}"
-            )
-        if t.is_complex() or t.dtype == torch.bool:
-            raise InvalidTimesError(f"t must be real, got dtype {t.dtype}")
-        times = t.detach().double().tolist()
-    elif isinstance(t, (str, bytes)):
-        raise InvalidTimesError(f"t must be a 1-D sequence of numbers, got {type(t).__name__} {t!r}")
-    else:
-        try:
-            times = [float(x) for x in t]
-        except (TypeError, ValueError) as err:
-            raise InvalidTimesError(f"t must be a 1-D sequence of numbers: {err}") from None
+def check_times(
+    t: Sequence[object] | Tensor, y0: State | None = None, *, names: Sequence[str] | None = None
+) -> list[float]:
+    """``t`` as floats: real, 1-D, at least two, finite, strictly increasing and, given ``y0``, within the range of
+    ``y0``'s dtype. Raises :class:`~neuralode_tf.numerics.InvalidTimesError`.
+
+    ``names`` names the times one by one where a caller takes them as separate arguments (``t0`` and ``t1`` of
+    :class:`~neuralode_tf.ContinuousDepth`): each must then be a real number itself, ``TypeError`` otherwise (not a
+    string, a bool or a tensor, which a sequence ``t`` may hold), and the messages name them.
+    """
+    times = _numbers(t) if names is None else [_real(value, name) for name, value in zip(names, t, strict=True)]
     if len(times) < 2:
         raise InvalidTimesError(f"t needs at least two times (start and end), got {len(times)}")
-    if not all(math.isfinite(x) for x in times):
-        raise InvalidTimesError(f"t must be finite, got {times}")
-    bad = [i for i in range(1, len(times)) if not times[i] > times[i - 1]]
-    if bad:
-        i = bad[0]
+    for i, time in enumerate(times):
+        if not math.isfinite(time):
+            what = f"{names[i]} must be finite, got {time!r}" if names else f"t must be finite, got {times}"
+            raise InvalidTimesError(what)
+    for i in range(1, len(times)):
+        if times[i] > times[i - 1]:
+            continue
+        if names is not None:
+            earlier, later = names[i - 1], names[i]
+            raise InvalidTimesError(
+                f"{later} must be greater than {earlier} (time runs forward), "
+                f"got {earlier}={times[i - 1]!r}, {later}={times[i]!r}"
+            )
         raise InvalidTimesError(
             f"t must be strictly increasing, but t[{i}]={times[i]} follows t[{i - 1}]={times[i - 1]}"
         )
+    if y0 is None:
+        return times
     largest = min(torch.finfo(x.dtype).max for x in leaves(y0))
     if max(abs(times[0]), abs(times[-1]), times[-1] - times[0]) > largest:
         raise InvalidTimesError(
@@ -70,6 +74,30 @@ def check_times(t: Sequence[float] | Tensor, y0: State) -> list[float]:
             "rescale time, or use a wider dtype for y0"
         )
     return times
+
+
+def _numbers(t: Sequence[object] | Tensor) -> list[float]:
+    """A sequence ``t`` (a 1-D tensor, or anything ``float`` takes each element of) as floats."""
+    if isinstance(t, Tensor):
+        if t.ndim != 1:
+            raise InvalidTimesError(
+                f"t must be 1-D (or a (batch, n) tensor of per-sample times), got shape {tuple(t.shape)}"
+            )
+        if t.is_complex() or t.dtype == torch.bool:
+            raise InvalidTimesError(f"t must be real, got dtype {t.dtype}")
+        return t.detach().double().tolist()
+    if isinstance(t, (str, bytes)):
+        raise InvalidTimesError(f"t must be a 1-D sequence of numbers, got {type(t).__name__} {t!r}")
+    try:
+        return [float(x) for x in t]  # type: ignore[arg-type]  # float() says what it cannot take
+    except (TypeError, ValueError) as err:
+        raise InvalidTimesError(f"t must be a 1-D sequence of numbers: {err}") from None
+
+
+def _real(value: object, name: str) -> float:
+    if not _is_real(value):
+        raise TypeError(f"{name} must be a real number (a time), got {value!r} of type {type(value).__name__}")
+    return float(value)
 
 
 def check_flags(seminorm: object, per_sample: object, max_steps: object) -> None:
@@ -83,7 +111,7 @@ def check_flags(seminorm: object, per_sample: object, max_steps: object) -> None
         raise SolverConfigError(f"max_steps must be a positive integer, got {max_steps!r}")
 
 
-def checkpoints(checkpoints: object, adjoint: str, y0: State | None = None) -> int | None:
+def check_checkpoints(checkpoints: object, adjoint: str, y0: State | None = None) -> int | None:
     """``checkpoints`` as an int (or None): a positive budget of stored states, for ``adjoint="checkpoint"`` alone
     (the built-in backend's), and not on XLA, where checkpoints do not nest. ``y0=None`` skips the device."""
     if checkpoints is None:

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..._checks import check_context, check_padding_mask, check_shape
+from ...nn._conditioning import check_context, check_padding_mask, check_shape
 from ._depth import _scalar_time, depth_signal
 from ._masks import _allowed, _masked
 from ._modes import _MODES, _PATHS, TransEvolveMode, _exact_path

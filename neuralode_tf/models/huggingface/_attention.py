@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ..._checks import check_padding_mask
 from ...nn import KVCache
+from ...nn._conditioning import check_padding_mask
 from ...nn._empty_rows import SdpaMask, attend, sdpa_mask
 from ...nn.rotary import rotate
 

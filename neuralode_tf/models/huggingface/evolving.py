@@ -62,9 +62,9 @@ from typing import Any
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..._checks import check_padding_mask
 from ...fields import SplitField, WeightSharedField, as_field
 from ...fields.evolving import _TokenPart
+from ...nn._conditioning import check_padding_mask
 from ...nn._empty_rows import softmax_weights
 from ...nn.evolving import evolve_logits
 from ..stack import stack_encoder
