@@ -2,8 +2,8 @@
 
 * ``vit_digits``: the preset (4 parallel blocks, Euler with unit steps on ``[0, 4]``), on scikit-learn's digits;
   quality is test accuracy.
-* ``nanogpt_tweets_char``: the preset's ``baseline`` (a reduced nanoGPT: 3 pre-norm blocks, d = 96, read as a split field,
-  one Lie-Trotter step per block) on the tweets' characters; quality is next-character accuracy and perplexity on
+* ``nanogpt_tweets_char``: the preset's ``baseline`` (a reduced nanoGPT: 3 pre-norm blocks, d = 96, read as a split
+  field, one Lie-Trotter step per block) on the tweets' characters; quality is next-character accuracy and perplexity on
   the validation windows.
 * ``gpt2_tweets_char``: a Hugging Face ``GPT2LMHeadModel`` (4 blocks, d = 96, 3 heads, no dropout) trained here by
   a plain PyTorch loop on the same characters, then converted with ``from_transformers``: the converted model's
