@@ -11,7 +11,8 @@ the median of the per-round ratios (:func:`benchmarks.harness.paired_ratios`'s s
 that of the fastest rounds (on a machine that other work slows now and then, the least disturbed). Target: ratio
 <= 1.10.
 
-**Exactness.** Every family of ``neuralode_tf.models.huggingface`` (:data:`EXACTNESS`: GPT-2, LLaMA, Mistral with a
+**Exactness.** Every family of ``neuralode_tf.models.converters.huggingface`` (:data:`EXACTNESS`: GPT-2, LLaMA, Mistral
+with a
 sliding window, Qwen2, Qwen3 (head size 24 for d = 64 and 4 heads), Gemma, Gemma 2, Mixtral, StarCoder2, Falcon (three
 blocks), OPT (pre- and post-LN), OLMo, OLMo 2, Phi, Phi-3, StableLM, GPT-NeoX parallel and sequential, GPT-J, BERT,
 RoBERTa, ELECTRA, ALBERT, DistilBERT; their LM heads), d = 64, 2 blocks, 32 tokens, batch 3, random weights: the max-abs

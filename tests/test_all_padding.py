@@ -12,7 +12,7 @@ import torch
 
 from neuralode_tf import ContinuousDepth
 from neuralode_tf.models import CausalLM, TextClassifier, from_transformers
-from neuralode_tf.models.set_reference import ReferenceMAB
+from neuralode_tf.models.frontends.set_reference import ReferenceMAB
 from neuralode_tf.nn import AttentionBranch
 from neuralode_tf.nn._empty_rows import attend, sdpa_mask, softmax_weights
 from neuralode_tf.nn.evolving import EvolvingAttentionBranch

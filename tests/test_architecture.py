@@ -161,6 +161,26 @@ def _import_cycles() -> list[list[str]]:
     return cycles
 
 
+_MODEL_GROUPS = ["readings", "converters", "frontends", "registry"]
+"""The groups of ``models/``, bottom to top: a front-end may be built on a converted model (a pretrained text
+classifier), the registry names them all; what several groups share is a private module of ``models/`` itself."""
+
+
+@pytest.mark.parametrize(
+    "path", sorted(PACKAGE.joinpath("models").rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE))
+)
+def test_model_groups_import_only_downward(path: Path):
+    parts = path.relative_to(PACKAGE / "models").parts
+    group = parts[0] if len(parts) > 1 else None
+    assert group is None or group in _MODEL_GROUPS, f"models/{group} is in no group of _MODEL_GROUPS"
+    if path.name == "__init__.py" and group is None:
+        return  # the package exports every group's names
+    rank = _MODEL_GROUPS.index(group) if group else -1  # a shared private module of models/ imports no group
+    groups = {target: target.split(".")[2] for target in _imports(path) if target.startswith("neuralode_tf.models.")}
+    upward = [t for t, other in groups.items() if other in _MODEL_GROUPS and _MODEL_GROUPS.index(other) > rank]
+    assert not upward, f"models/{'/'.join(parts)} imports a group above its own: {sorted(upward)}"
+
+
 def test_no_import_cycle_inside_a_package():
     """No module imports, directly or through others, a module that imports it back: within a package too, where
     the layering test above does not look (a preset table and the config it is built from once formed one)."""

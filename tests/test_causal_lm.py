@@ -1,5 +1,5 @@
 """CausalLM: cached decoding equals recomputation, every fixed-grid solve is exactly causal, the OT reading is the
-released code's, and the registered GPTs have nanoGPT's sizes (neuralode_tf.models.causal_lm)."""
+released code's, and the registered GPTs have nanoGPT's sizes (neuralode_tf.models.frontends.causal_lm)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-import neuralode_tf.models.causal_lm as causal_lm_module
+import neuralode_tf.models.frontends.causal_lm as causal_lm_module
 from neuralode_tf import ContinuousDepth, regularization
 from neuralode_tf.fields import ComposedField, KineticEnergy, as_field
 from neuralode_tf.models import CausalLM, create_model, model_config

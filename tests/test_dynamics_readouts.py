@@ -8,7 +8,7 @@ from torch import nn
 
 from neuralode_tf.dynamics.readouts import depth_readout, readout_for, register_readout
 from neuralode_tf.models import CausalLM, Seq2Seq, TextClassifier, ViT
-from neuralode_tf.models.text import PAD
+from neuralode_tf.models.frontends.text import PAD
 from tests._huggingface import LAYERS, inputs, max_diff, model
 
 
@@ -97,7 +97,7 @@ def test_classifier_readout_at_the_end_is_the_model_output(device):
     """TextClassifier (padded, masked pooling), ViT and a converted timm ViT: ``y(t1)`` is the model's own logits
     exactly; ``y(t0)`` is not."""
     timm = pytest.importorskip("timm")
-    from neuralode_tf.models.timm import continuous_from_timm
+    from neuralode_tf.models.converters.timm import continuous_from_timm
 
     classifier = TextClassifier(30, 3, dim=16, num_heads=2, depth=2).eval().to(device)
     tokens = torch.randint(1, 30, (3, 6), device=device)

@@ -12,7 +12,7 @@ from torch import nn
 
 from neuralode_tf.dynamics.trajectories import depth_trajectory, find_depth_module
 from neuralode_tf.models import CausalLM, Seq2Seq, TextClassifier
-from neuralode_tf.models.text import PAD
+from neuralode_tf.models.frontends.text import PAD
 from neuralode_tf.numerics import InvalidTimesError
 from tests._huggingface import LAYERS, inputs, max_diff, model
 

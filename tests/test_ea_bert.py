@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 import neuralode_tf
 from neuralode_tf.models import from_transformers
-from neuralode_tf.models.huggingface import EvolvingTransformersAttention, EvolvingTransformersStack
+from neuralode_tf.models.converters.huggingface import EvolvingTransformersAttention, EvolvingTransformersStack
 from tests._huggingface import HEADS, LAYERS, hf_output, inputs, max_diff, model, two_blocks
 from tests.test_convergence import fitted_order
 

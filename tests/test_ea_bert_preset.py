@@ -14,7 +14,7 @@ import torch
 
 from neuralode_tf.data import Splits, TextSplit, text, tweets, tweets_raw
 from neuralode_tf.data.text import tokenize
-from neuralode_tf.models.huggingface import EvolvingTransformersStack
+from neuralode_tf.models.converters.huggingface import EvolvingTransformersStack
 from neuralode_tf.train import TrainConfig, load_checkpoint
 from neuralode_tf.train.cli import main
 from neuralode_tf.train.presets import PRESETS, VARIANTS

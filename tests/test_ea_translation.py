@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from neuralode_tf.models.blocks import decoder_field
-from neuralode_tf.models.seq2seq import ATTENTIONS, Seq2Seq, _attention_settings, _evolving_decoder
+from neuralode_tf.models.frontends.seq2seq import ATTENTIONS, Seq2Seq, _attention_settings, _evolving_decoder
+from neuralode_tf.models.readings.blocks import decoder_field
 from neuralode_tf.nn import EvolvingAttentionBranch
 from neuralode_tf.train.presets import EA_REVERSE, EA_VARIANTS, PRESETS, VARIANTS
 from paper_repro.claims import _ledger

@@ -5,8 +5,8 @@ import torch
 
 from neuralode_tf import solve
 from neuralode_tf.models import TextClassifier, ViT, transformer_field
-from neuralode_tf.models.seq2seq import Seq2Seq
-from neuralode_tf.models.text import PAD
+from neuralode_tf.models.frontends.seq2seq import Seq2Seq
+from neuralode_tf.models.frontends.text import PAD
 from neuralode_tf.nn import EvolvingAttentionBranch
 from paper_repro.claims._evolving_costs import table5_models
 

@@ -37,7 +37,7 @@ from neuralode_tf.models import (
     ViT,
     transformer_field,
 )
-from neuralode_tf.models.timm import continuous_from_timm
+from neuralode_tf.models.converters.timm import continuous_from_timm
 from neuralode_tf.numerics import FIXED_GRID_METHODS, SolveError
 from tests import _conditioned
 

@@ -90,7 +90,7 @@ def test_opt_post_norm_blocks_read_like_bert(device):
 def test_opt_positions_count_the_real_tokens(device):
     """Left padding shifts OPT's positions (``cumsum(mask) * mask - 1``, offset by 2 in the table): the converted model
     computes them from the attention mask as Hugging Face does, and given ``position_ids`` win over the mask."""
-    from neuralode_tf.models.huggingface.opt import opt_positions
+    from neuralode_tf.models.converters.huggingface.opt import opt_positions
 
     hf_model = model("opt").to(device)
     converted = from_transformers(hf_model)
@@ -109,7 +109,7 @@ def test_opt_positions_count_the_real_tokens(device):
 def test_opt_reads_the_installed_query_scaling(device):
     """OPT scales its queries by ``d_h^{-1/2}``; transformers before huggingface/transformers#38290 (4.52.1) scaled the
     logits once more. The reading follows the installed attention, so both ends of the range are exact (above)."""
-    from neuralode_tf.models.huggingface.opt import _scales_twice
+    from neuralode_tf.models.converters.huggingface.opt import _scales_twice
 
     hf_model = model("opt").to(device)
     attention = from_transformers(hf_model).encoder.field.layers[0].parts[0].branch

@@ -1,7 +1,7 @@
 """What is particular to Gemma and Gemma 2 (their exactness, heads, gradients and cache are checked with every family in
 ``tests/test_hf_families.py``): the embedding's rounded ``sqrt(d)``, Gemma 2's capped attention logits under each
 attention implementation of each transformers version, its capped final logits, the explicit capped attention of
-:class:`~neuralode_tf.models.huggingface.TransformersAttention`, and the refusals."""
+:class:`~neuralode_tf.models.converters.huggingface.TransformersAttention`, and the refusals."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from neuralode_tf.models import from_transformers
-from neuralode_tf.models.huggingface._attention import TransformersAttention, split_heads
+from neuralode_tf.models.converters.huggingface._attention import TransformersAttention, split_heads
 from neuralode_tf.nn import KVCache
 from tests._hf_zoo import ZOO, compared, inputs, model
 from tests._huggingface import hf_output, hf_zeroes_blind_queries, max_diff

@@ -7,7 +7,7 @@ import torch
 
 from neuralode_tf.models import from_transformers
 from neuralode_tf.models import huggingface as hf
-from neuralode_tf.models.huggingface import convert
+from neuralode_tf.models.converters.huggingface import convert
 from tests._huggingface import hf_output, model
 
 pytestmark = pytest.mark.cpu_only("registry bookkeeping on small CPU models")
@@ -64,7 +64,7 @@ def test_registering_refuses_what_is_no_family_or_taken(registry):
 
 def test_a_family_declared_by_its_paths_alone_reads_its_models(registry):
     """LLaMA declared from scratch, attributes only (the docstring's example): the same output as the built-in."""
-    from neuralode_tf.models.huggingface.llama import _LlamaAttention
+    from neuralode_tf.models.converters.huggingface.llama import _LlamaAttention
 
     class DeclaredLlama(hf.Family):
         base_classes = ("DeclaredLlamaModel",)

@@ -250,7 +250,7 @@ def test_the_blocks_share_their_attention_masks(device):
 
 @pytest.mark.cpu_only("imports the package in a fresh interpreter")
 def test_importing_the_package_does_not_import_transformers():
-    code = "import sys, neuralode_tf, neuralode_tf.models.huggingface; print('transformers' in sys.modules)"
+    code = "import sys, neuralode_tf, neuralode_tf.models.converters.huggingface; print('transformers' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
 
 

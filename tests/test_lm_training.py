@@ -17,7 +17,7 @@ from benchmarks import generation, lm_training
 from neuralode_tf import ContinuousDepth
 from neuralode_tf.fields import SplitField
 from neuralode_tf.models import _generation, from_transformers
-from neuralode_tf.models.huggingface import _model as converted_model
+from neuralode_tf.models.converters.huggingface import _model as converted_model
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"

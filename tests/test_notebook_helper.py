@@ -69,7 +69,7 @@ def test_only_named_third_party_noise_is_silenced(sandbox: Path) -> None:
     jit = "`torch.jit.script` is deprecated. Please switch to `torch.compile` or `torch.export`."
     assert not _shown(FutureWarning, "torch.jit._script", jit)
     assert _shown(FutureWarning, "torch.jit._script", "another deprecation")  # by message, not by module
-    assert _shown(FutureWarning, "neuralode_tf.models.vit", jit)  # by module, not by message
+    assert _shown(FutureWarning, "neuralode_tf.models.frontends.vit", jit)  # by module, not by message
     for module in ("torch", "timm.layers", "torch_geometric.nn"):
         assert _shown(UserWarning, module)
 

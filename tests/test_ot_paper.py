@@ -13,7 +13,7 @@ from neuralode_tf.continuous import regularization
 from neuralode_tf.data import Splits, TensorSplit, Vocabulary
 from neuralode_tf.fields import BlockIncrementField, ComposedField, Sublayer
 from neuralode_tf.models import ReferenceSetTransformer, TextClassifier, ViT, stack_encoder
-from neuralode_tf.models.set_reference import ReferenceMAB, reference_isab
+from neuralode_tf.models.frontends.set_reference import ReferenceMAB, reference_isab
 from neuralode_tf.nn import AttentionBranch, MLPBranch
 from neuralode_tf.train import OT_VARIANTS, PRESETS, ConfigError, TrainConfig, train
 from tests._problems import tokens

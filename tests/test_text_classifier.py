@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from neuralode_tf.models import PAD, TextClassifier, transformer_field
-from neuralode_tf.models.text import sinusoidal_positions
+from neuralode_tf.models.frontends.text import sinusoidal_positions
 from tests._conditioned import padding_mask
 
 

@@ -9,7 +9,7 @@ import torch
 
 from neuralode_tf.fields import ParallelField, SplitField, WeightSharedField
 from neuralode_tf.models import ViT, create_model, list_models, model_config, transformer_field
-from neuralode_tf.models.timm import continuous_from_timm
+from neuralode_tf.models.converters.timm import continuous_from_timm
 from neuralode_tf.nn import AttentionBranch, MLPBranch, timm_block_branches
 
 

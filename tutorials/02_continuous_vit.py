@@ -31,7 +31,7 @@ import torch.nn.functional as F
 import neuralode_tf.data
 from neuralode_tf import ContinuousDepth, set_solve_options
 from neuralode_tf.fields import SplitField, WeightSharedField
-from neuralode_tf.models.timm import ContinuousVisionTransformer, continuous_from_timm
+from neuralode_tf.models.converters.timm import ContinuousVisionTransformer, continuous_from_timm
 from neuralode_tf.notebook import setup
 
 NB = setup(versions=("timm", "numpy", "matplotlib"))

@@ -35,7 +35,7 @@ import transformers
 
 from neuralode_tf import set_solve_options, solve
 from neuralode_tf.models import CausalLM, from_transformers
-from neuralode_tf.models.huggingface import ContinuousTransformersModel
+from neuralode_tf.models.converters.huggingface import ContinuousTransformersModel
 from neuralode_tf.notebook import setup
 from neuralode_tf.train import TrainConfig, build_task, load_checkpoint, train
 

@@ -31,11 +31,11 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..models.causal_lm import CausalLM
-from ..models.huggingface import ContinuousTransformersModel
-from ..models.text import TextClassifier, _masked_pool
-from ..models.timm import ContinuousVisionTransformer
-from ..models.vit import ViT
+from ..models.converters.huggingface import ContinuousTransformersModel
+from ..models.converters.timm import ContinuousVisionTransformer
+from ..models.frontends.causal_lm import CausalLM
+from ..models.frontends.text import TextClassifier, _masked_pool
+from ..models.frontends.vit import ViT
 from .trajectories import DepthTrajectory, _check_depth_times, depth_trajectory, find_depth_module
 
 __all__ = ["ReadoutInputs", "Readout", "DepthReadout", "register_readout", "readout_for", "depth_readout"]

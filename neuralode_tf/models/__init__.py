@@ -1,7 +1,18 @@
-"""Model front-ends: continuous-depth transformers for images (ViT, timm conversion), sets, text, signals,
-sequence-to-sequence tasks and language modelling (:class:`CausalLM`), and one registry of named model configurations.
-:func:`from_transformers` reads a Hugging Face transformers model exactly as an ODE
-(:mod:`~neuralode_tf.models.huggingface`).
+"""Models, grouped by job; every public name is exported here.
+
+* :mod:`~neuralode_tf.models.frontends`: the models a user trains, continuous-depth transformers for images
+  (:class:`ViT`), sets, text, signals, sequence-to-sequence problems, language modelling (:class:`CausalLM`), a
+  pretrained text classifier and TransEvolve's;
+* :mod:`~neuralode_tf.models.readings`: the readings of a block stack as an ODE, by name (:data:`FIELDS`:
+  ``"split"``, ``"parallel"``, ``"composed"``, ``"node"``, ``"discrete"``, ...) beside the blocks and stacks they
+  build (:func:`stack_encoder`, :func:`transformer_field`, :class:`NODETransformer`, :class:`DiscreteStack`);
+* :mod:`~neuralode_tf.models.converters`: trained networks read as ODEs, timm ViTs
+  (:func:`continuous_from_timm`), ResNets (:func:`continuous_resnet`, :func:`aa_resnet`) and Hugging Face models
+  (:func:`from_transformers`, with its family registry :mod:`~neuralode_tf.models.converters.huggingface`);
+* :mod:`~neuralode_tf.models.registry`: one registry of named configurations.
+
+What a model's ``forward`` takes follows its dataset's kind (images, tokens, points, ...; see
+:mod:`neuralode_tf.train`).
 
 Every model takes ``field``, the name of a reading of its own blocks (:data:`FIELDS`) or a ready-made field
 module, and the solve settings of its :class:`~neuralode_tf.ContinuousDepth` stack(s) (``method``, ``steps`` /
@@ -19,27 +30,26 @@ field="parallel", num_sets=6)``; data-dependent arguments such as ``vocab_size``
 :func:`model_config` gives its class, keyword arguments and description, and :func:`register_model` adds one.
 """
 
-from . import _lm_registry  # noqa: F401  (registers the language models)
-from .augmented_resnet import AA_RESNET_DEPTHS, aa_resnet, augmented_convolutions
-from .blocks import decoder_field, transformer_field
-from .causal_lm import CausalLM
-from .decoding import EncoderDecoder
-from .discrete import DiscreteStack
-from .huggingface import from_transformers
-from .node import NODETransformer
-from .pretrained_text import PretrainedTextClassifier
+from .converters.augmented_resnet import AA_RESNET_DEPTHS, aa_resnet, augmented_convolutions
+from .converters.huggingface import from_transformers
+from .converters.resnet_ode import ContinuousResNet, continuous_resnet
+from .converters.timm import continuous_from_timm
+from .frontends.causal_lm import CausalLM
+from .frontends.decoding import EncoderDecoder
+from .frontends.pretrained_text import PretrainedTextClassifier
+from .frontends.seq2seq import Seq2Seq
+from .frontends.set_reference import ReferenceSetTransformer
+from .frontends.set_transformer import SetTransformer
+from .frontends.signal import SignalClassifier
+from .frontends.text import PAD, TextClassifier
+from .frontends.transevolve import TRANSEVOLVE_VARIANTS, TransEvolveClassifier, TransEvolveEncoder, TransEvolveSeq2Seq
+from .frontends.vit import ViT
+from .readings.blocks import decoder_field, transformer_field
+from .readings.discrete import DiscreteStack
+from .readings.node import NODETransformer
+from .readings.set_blocks import isab_field
+from .readings.stack import FIELDS, stack_encoder
 from .registry import ModelConfig, create_model, list_models, model_config, register_model
-from .resnet_ode import ContinuousResNet, continuous_resnet
-from .seq2seq import Seq2Seq
-from .set_blocks import isab_field
-from .set_reference import ReferenceSetTransformer
-from .set_transformer import SetTransformer
-from .signal import SignalClassifier
-from .stack import FIELDS, stack_encoder
-from .text import PAD, TextClassifier
-from .timm import continuous_from_timm
-from .transevolve import TRANSEVOLVE_VARIANTS, TransEvolveClassifier, TransEvolveEncoder, TransEvolveSeq2Seq
-from .vit import ViT
 
 __all__ = [
     "PretrainedTextClassifier",

@@ -38,8 +38,8 @@ def evolve_logits(
     (query, key) map; default the centred "same" padding ``(k - 1) / 2`` on each side) with its weight multiplied
     by ``kernel_mask`` (default: none). :class:`EvolvingAttentionBranch` zeroes its masked entries of ``prev`` and
     ``scores`` before the call (so they are 0 in the skip term too) and gives the padding and kernel mask of its
-    variant; :class:`~neuralode_tf.models.huggingface.EvolvingTransformersAttention` hides padded rows and columns
-    from the convolution only, so that with ``α = β = 0`` every row is the Hugging Face model's.
+    variant; :class:`~neuralode_tf.models.converters.huggingface.EvolvingTransformersAttention` hides padded rows and
+    columns from the convolution only, so that with ``α = β = 0`` every row is the Hugging Face model's.
     """
     mixed = alpha * prev + (1.0 - alpha) * scores
     zeroed = mixed if hidden is None else mixed.masked_fill(hidden, 0.0)

@@ -11,7 +11,7 @@ from torch import nn
 
 from ...data import Splits
 from ...models import TRANSEVOLVE_VARIANTS, create_model, model_config
-from ...models.seq2seq import ATTENTIONS
+from ...models.frontends.seq2seq import ATTENTIONS
 from ._ablations import ablations
 from ._builders import AA_RESNET_ABLATIONS, _vocabulary_size, classes, images, pairs, registered, resnet, tokens
 from ._registry import by_preset, register_preset, register_variants
@@ -79,7 +79,7 @@ def _ea_seq2seq(data: Splits, **overrides: Any) -> nn.Module:
 def _translation_ablations(ea: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Wang et al.'s Table 6: vanilla attention (Transformer-Lite), EA with the settings ``ea``, no convolution
     (``β = 0``) in the encoder self-attention, the decoder self-attention or the encoder-decoder attention alone
-    (:data:`~neuralode_tf.models.seq2seq.ATTENTIONS`), no skip (``α = 0``), 1x1 and 5x5 kernels."""
+    (:data:`~neuralode_tf.models.frontends.seq2seq.ATTENTIONS`), no skip (``α = 0``), 1x1 and 5x5 kernels."""
     shared = _field_ablations(ea)
     without = {
         f"no_{name}_convolution": dict(field="evolving", evolving={**ea, name: {"beta": 0.0}}) for name in ATTENTIONS

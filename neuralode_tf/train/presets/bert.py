@@ -32,7 +32,8 @@ variant             model                                       Table 4
 in an appendix not at hand): they perturb the pretrained attention least while the convolutions are still random,
 and are the values of the paper's EA-Transformer-Lite (§4.3). Not tuned here; ``--set model.alpha=0.2
 model.beta=0.4`` runs another point of the grid. The first block has no convolution (see
-:mod:`neuralode_tf.models.huggingface.evolving`). **Training** from §4.2's grid ("learning rate {1e-4, 1e-5, 2e-5},
+:mod:`neuralode_tf.models.converters.huggingface.evolving`). **Training** from §4.2's grid ("learning rate {1e-4, 1e-5,
+2e-5},
 batch size {8, 16}, training epochs {2, 3, 5}"), AdamW with ε = 1e-8, and BERT's usual fine-tuning settings where the
 paper gives none: weight decay 0.01, gradient clipping at 1, at most 128 tokens per example. Dropout is the
 checkpoint's (0.1 in BERT's configurations, the paper's ratio). ``ea_bert_tweets``: lr 2e-5, batch 16, 2 epochs
@@ -50,7 +51,7 @@ from typing import Any
 from torch import nn
 
 from ...data import Splits
-from ...models.pretrained_text import LAYOUT, CheckpointFolderError, PretrainedTextClassifier
+from ...models.frontends.pretrained_text import LAYOUT, CheckpointFolderError, PretrainedTextClassifier
 from ..config import ConfigError
 from ._ablations import ablations
 from ._registry import Preset, register_preset, register_variants
