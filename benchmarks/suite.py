@@ -239,17 +239,17 @@ def _print_pareto(table: dict, batch: int = PARETO_BATCH) -> None:
 
 
 def adaptive(device: torch.device) -> dict:
-    from neuralode_tf.train import TrainConfig, build_task, train
+    from neuralode_tf.train import TrainConfig, build_setup, train
 
     out = Path(tempfile.mkdtemp(prefix="bench_adaptive_"))
     config = TrainConfig(preset="vit_digits", epochs=5, out_dir=str(out), progress=False, device=device.type)
     train(config)
-    task = build_task(config)
-    task.model.load_state_dict(torch.load(out / "checkpoint.pt", weights_only=True)["model"])
-    model = task.model.to(device).eval()
+    setup = build_setup(config)
+    setup.model.load_state_dict(torch.load(out / "checkpoint.pt", weights_only=True)["model"])
+    model = setup.model.to(device).eval()
     field = model.encoder.field
     with torch.no_grad():
-        y0 = model.tokens(task.data.test.x[:64].to(device))
+        y0 = model.tokens(setup.data.test.x[:64].to(device))
     rows = {}
     backends = {
         "torchdiffeq": dict(backend="torchdiffeq"),

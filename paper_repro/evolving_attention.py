@@ -49,7 +49,7 @@ from claims import _evolving_attention as ea_claims
 from matplotlib.patches import Patch
 
 from neuralode_tf.notebook import setup
-from neuralode_tf.train import PRESETS, VARIANTS, build_task, compare_variants, summarize
+from neuralode_tf.train import PRESETS, VARIANTS, build_setup, compare_variants, summarize
 
 NB = setup(seed=0, work="repro_evolving", experiment="evolving_attention")
 LEDGER = claims.load("evolving_attention")
@@ -266,7 +266,7 @@ def preset_parameters(preset: str) -> dict[str, int]:
             model = from_transformers(BertForSequenceClassification(config), evolving=evolving)
             counts[variant] = sum(p.numel() for p in model.parameters())
         return counts
-    data = build_task(PRESETS[preset].config).data
+    data = build_setup(PRESETS[preset].config).data
     return {
         v: sum(p.numel() for p in PRESETS[preset].build_model(data, o).parameters())
         for v, o in VARIANTS[preset].items()

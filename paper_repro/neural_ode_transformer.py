@@ -85,7 +85,7 @@ from neuralode_tf.train import (
     ScheduleWarning,
     TrainConfig,
     apply_overrides,
-    build_task,
+    build_setup,
     compare_variants,
     summarize,
     train,
@@ -254,7 +254,7 @@ assert layer_sets == [m // 4 for m in range(12)] and len(model.encoder.field.lay
 # %%
 RECORDINGS = {name: LEDGER.recordings[name].rows() for name in record.COMPARISONS}  # the ViT comparisons
 assert set(LEDGER.recordings) - set(RECORDINGS) == {"language_model", "translation"}  # Tables 4 and 3: own scripts
-data = build_task(PRESETS["vit_digits"].config).data
+data = build_setup(PRESETS["vit_digits"].config).data
 BASE_MODEL = PRESETS["vit_digits"].config.model
 BUILT = {  # variant -> parameters of the model the preset builds today
     name: count(PRESETS["vit_digits"].build_model(data, {**BASE_MODEL, **overrides}))

@@ -50,7 +50,7 @@ from neuralode_tf.train import (
     OT_VARIANTS,
     PRESETS,
     TrainConfig,
-    build_task,
+    build_setup,
     compare_variants,
     markdown_table,
     step_sweep,
@@ -218,7 +218,7 @@ def load_rows(path: Path) -> list[dict]:
 
 
 def built_counts(preset: str) -> dict[str, int]:
-    data = build_task(TrainConfig(preset=preset, model=OT_VARIANTS[preset]["baseline"])).data
+    data = build_setup(TrainConfig(preset=preset, model=OT_VARIANTS[preset]["baseline"])).data
     return {
         variant: sum(p.numel() for p in PRESETS[preset].build_model(data, settings).parameters())
         for variant, settings in OT_VARIANTS[preset].items()

@@ -213,7 +213,7 @@ def test_depth_dynamics_judges_the_best_candidate_against_the_margin_with_the_pa
         assert judged.standard_error == pytest.approx(0.1 / 3**0.5) and judged.verdict == "agrees"
         assert _depth_dynamics.vit_digits_early_exit() == ([0.5, 0.6, 0.4], [0.0] * 3)
         with pytest.raises(claims.LedgerError, match="no model 'nanogpt_tweets_char'"):
-            _depth_dynamics.lm_tweets_char_solver()
+            _depth_dynamics.nanogpt_tweets_char_solver()
     finally:
         _depth_dynamics._record.cache_clear()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import math
 import pickle
@@ -83,6 +84,42 @@ def test_load_by_name_with_options():
     )
     with pytest.raises(ValueError, match="unknown dataset 'nope'.*'digits'"):
         data.load("nope")
+
+
+@pytest.fixture
+def registries(monkeypatch):
+    """The dataset registries, restored after the test."""
+    monkeypatch.setattr(data.registry, "DATASETS", dict(data.DATASETS))
+    monkeypatch.setattr(data.registry, "STAND_INS", dict(data.STAND_INS))
+    return data.registry
+
+
+def _ramps(num_train: int = 4, seed: int = 0) -> data.Splits:
+    x = torch.linspace(0, 1, 5).repeat(num_train, 1) + seed
+    split = TensorSplit(x=x, y=torch.zeros(num_train, dtype=torch.long))
+    return data.Splits("ramps", "signal", split, split, "ramps", classes=("ramp",))
+
+
+def test_a_registered_dataset_loads_by_name_and_is_checked(registries):
+    registries.register_dataset("ramps", _ramps, offline=True)
+    registries.register_dataset("ramp_files", lambda root: _ramps())
+    assert registries.load("ramps", num_train=3).train.x.shape == (3, 5)
+    assert "ramps" in registries.STAND_INS and "ramp_files" in registries.DATASETS
+    assert "ramp_files" not in registries.STAND_INS  # read from files: a preset needs data.root
+    with pytest.raises(ValueError, match="a dataset named 'ramps' exists already"):
+        registries.register_dataset("ramps", _ramps)
+    with pytest.raises(ValueError, match="a dataset named 'digits' exists already"):
+        registries.register_dataset("digits", _ramps)
+    with pytest.raises(ValueError, match="non-empty string"):
+        registries.register_dataset("", _ramps)
+    with pytest.raises(TypeError, match="callable returning Splits"):
+        registries.register_dataset("ramps2", _ramps())  # type: ignore[arg-type]
+    registries.register_dataset("not_splits", lambda: {"train": []})
+    with pytest.raises(TypeError, match="loader of dataset 'not_splits' returned a dict, not Splits"):
+        registries.load("not_splits")
+    registries.register_dataset("video", lambda: dataclasses.replace(_ramps(), kind="video"))
+    with pytest.raises(TypeError, match="dataset 'video' has kind 'video', which is none of"):
+        registries.load("video")
 
 
 # --------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from neuralode_tf.models.converters.huggingface import EvolvingTransformersStack
 from neuralode_tf.train import TrainConfig, load_checkpoint
 from neuralode_tf.train.cli import main
 from neuralode_tf.train.presets import PRESETS, VARIANTS
-from neuralode_tf.train.tasks import build_task
+from neuralode_tf.train.setup import build_setup
 from tests._huggingface import save_tiny_bert, transformers
 
 pytestmark = pytest.mark.cpu_only("fine-tunes a tiny saved checkpoint through the CLI for a few steps")
@@ -74,7 +74,7 @@ def test_the_cli_fine_tunes_a_saved_checkpoint(checkpoint, tmp_path, capsys):
     trained = load_checkpoint(out / "checkpoint.pt", "cpu")["model"]
     config = TrainConfig("ea_bert_tweets", model={"checkpoint": str(checkpoint)}, data={"max_samples": 120})
     torch.manual_seed(config.seed)  # the run's initialisation: the new head and convolutions
-    initial = build_task(config).model.state_dict()
+    initial = build_setup(config).model.state_dict()
     assert initial.keys() == trained.keys()
     changed = {name for name in initial if not torch.equal(initial[name], trained[name])}
     query = "converted.hf_model.bert.encoder.layer.0.attention.self.query.weight"

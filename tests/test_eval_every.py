@@ -18,7 +18,7 @@ import torch
 from neuralode_tf.train import ConfigError, TrainConfig, _history, compare_variants, train
 from neuralode_tf.train.cli import main
 from neuralode_tf.train.compare import learning_curve
-from neuralode_tf.train.tasks import build_task
+from neuralode_tf.train.setup import build_setup
 
 TINY = {"dim": 16, "depth": 2, "num_heads": 2}
 STEPS_PER_EPOCH = 5  # 1,437 training digits in batches of 256
@@ -107,15 +107,15 @@ def test_the_test_curve_survives_a_resume(tmp_path, device):
 
 
 def test_an_evaluation_puts_back_the_mode_and_the_random_state(device):
-    task = build_task(TrainConfig("vit_digits", model={**TINY, "dropout": 0.1}))
-    model = task.model.to(device).train()
+    setup = build_setup(TrainConfig("vit_digits", model={**TINY, "dropout": 0.1}))
+    model = setup.model.to(device).train()
     state = torch.get_rng_state()
-    test = _history.epoch_test(model, task, device, 256, eval_every=2, epoch_end=4)
+    test = _history.epoch_test(model, setup, device, 256, eval_every=2, epoch_end=4)
     assert model.training and torch.equal(torch.get_rng_state(), state)
     assert set(test) == set(_history.TEST_COLUMNS) and 0 <= test["test_accuracy"] <= 1
-    assert all(math.isnan(v) for v in _history.epoch_test(model, task, device, 256, 2, epoch_end=3).values())
-    assert all(math.isnan(v) for v in _history.epoch_test(model, task, device, 256, 2, epoch_end=None).values())
-    assert _history.epoch_test(model, task, device, 256, 0, epoch_end=4) == {}
+    assert all(math.isnan(v) for v in _history.epoch_test(model, setup, device, 256, 2, epoch_end=3).values())
+    assert all(math.isnan(v) for v in _history.epoch_test(model, setup, device, 256, 2, epoch_end=None).values())
+    assert _history.epoch_test(model, setup, device, 256, 0, epoch_end=4) == {}
 
 
 @pytest.mark.cpu_only("checks settings; no tensors")

@@ -1,7 +1,7 @@
 """docs/extending.md runs: its ``python`` blocks, in order, in one fresh interpreter.
 
-A fresh interpreter, because the guide registers a tableau, a splitting scheme, a backend, a model and a
-preset, and those registries are global.
+A fresh interpreter, because the guide registers a tableau, a splitting scheme, a backend, a model, a
+preset, a dataset and a family, and those registries are global.
 """
 
 from __future__ import annotations

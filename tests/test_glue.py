@@ -14,7 +14,7 @@ from neuralode_tf.data import GLUE_TASKS, DatasetFormatError, DatasetNotFoundErr
 from neuralode_tf.train import METRICS, TrainConfig, summarize
 from neuralode_tf.train.cli import main
 from neuralode_tf.train.presets import PRESETS, VARIANTS
-from neuralode_tf.train.tasks import Task, build_task
+from neuralode_tf.train.setup import Setup, build_setup
 from tests._huggingface import save_tiny_bert, transformers
 
 pytestmark = pytest.mark.cpu_only("reads files written here and fine-tunes a tiny saved checkpoint")
@@ -255,10 +255,10 @@ def test_the_metrics_equal_scikit_learn_and_scipy():
 
 def test_a_regression_task_takes_the_mean_squared_error():
     split = TextSplit(["a", "b", "c"], torch.tensor([0.5, 2.0, 4.0]))
-    task = Task(torch.nn.Identity(), Splits("glue", "text", split, split, "stsb", metrics=("pearson", "spearman")))
+    setup = Setup(torch.nn.Identity(), Splits("glue", "text", split, split, "stsb", metrics=("pearson", "spearman")))
     logits = torch.tensor([[1.0], [2.0], [3.5]])
-    assert task.regression and task.loss(logits, split.y).item() == pytest.approx((0.25 + 0 + 0.25) / 3)
-    assert torch.equal(task.predictions(logits), logits[:, 0]) and math.isnan(task.accuracy(logits, split.y))
+    assert setup.regression and setup.loss(logits, split.y).item() == pytest.approx((0.25 + 0 + 0.25) / 3)
+    assert torch.equal(setup.predictions(logits), logits[:, 0]) and math.isnan(setup.accuracy(logits, split.y))
     with pytest.raises(ValueError, match="one target per text, got 2 texts and 3"):
         TextSplit(["a", "b"], split.y)
     with pytest.raises(ValueError, match="strings or pairs of strings, got"):
@@ -316,7 +316,7 @@ def test_the_cli_fine_tunes_a_saved_checkpoint_on_a_glue_task(glue_root, checkpo
     config = TrainConfig(
         "ea_bert_glue", model={"checkpoint": str(checkpoint)}, data={"root": str(glue_root), "task": task}
     )
-    model = build_task(config).model
+    model = build_setup(config).model
     assert model.converted.hf_model.num_labels == (1 if task == "stsb" else 2)
 
 

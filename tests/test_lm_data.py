@@ -23,7 +23,7 @@ from neuralode_tf.data import (
     tweets_text,
 )
 from neuralode_tf.data.text import _read_tweets
-from neuralode_tf.train.tasks import Task
+from neuralode_tf.train.setup import Setup
 
 pytestmark = pytest.mark.cpu_only("data loading, no accelerator")
 
@@ -90,15 +90,15 @@ def test_validation_windows_tile_the_text_so_every_token_but_the_first_is_one_ta
 
 
 def test_a_batch_is_the_window_with_targets_shifted_by_one(corpus):
-    task = Task(model=nn.Identity(), data=corpus)
+    setup = Setup(model=nn.Identity(), data=corpus)
     rows = torch.tensor([5, 2, 9])
-    inputs, target = task.batch(corpus.train, rows, torch.device("cpu"), epoch=2)
+    inputs, target = setup.batch(corpus.train, rows, torch.device("cpu"), epoch=2)
     windows = corpus.train.windows(rows, epoch=2)
     assert list(inputs) == ["tokens"] and inputs["tokens"].shape == target.shape == (3, 16)
     assert torch.equal(inputs["tokens"], windows[:, :-1]) and torch.equal(target, windows[:, 1:])
     assert torch.equal(target[:, :-1], inputs["tokens"][:, 1:])
-    assert task.count(target) == 48
-    val_inputs, _ = task.batch(corpus.test, torch.tensor([0]), torch.device("cpu"))
+    assert setup.count(target) == 48
+    val_inputs, _ = setup.batch(corpus.test, torch.tensor([0]), torch.device("cpu"))
     assert torch.equal(val_inputs["tokens"][0], torch.from_numpy(corpus.test.tokens[:16]))
 
 

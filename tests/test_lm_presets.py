@@ -20,7 +20,7 @@ from neuralode_tf.train._evaluation import perplexity
 from neuralode_tf.train.cli import main
 from neuralode_tf.train.loop import _accumulate
 from neuralode_tf.train.presets.lm import LM_PRESETS, LM_VARIANTS
-from neuralode_tf.train.tasks import Task, build_task
+from neuralode_tf.train.setup import Setup, build_setup
 
 pytestmark = pytest.mark.cpu_only("trains tiny models for seconds")
 
@@ -47,12 +47,12 @@ def test_a_short_run_writes_the_validation_loss_and_its_perplexity(tmp_path):
     result = train(config)
     assert result["perplexity"] == math.exp(result["val_loss"])
     # the validation loss is the mean next-token cross-entropy over every validation target, recomputed here
-    task = build_task(config)
-    task.model.load_state_dict(load_checkpoint(tmp_path / "run" / "checkpoint.pt", "cpu")["model"])
-    task.model.eval()
-    windows = task.test.windows(torch.arange(len(task.test)))
+    setup = build_setup(config)
+    setup.model.load_state_dict(load_checkpoint(tmp_path / "run" / "checkpoint.pt", "cpu")["model"])
+    setup.model.eval()
+    windows = setup.test.windows(torch.arange(len(setup.test)))
     with torch.no_grad():
-        logits = task.model(windows[:, :-1])
+        logits = setup.model(windows[:, :-1])
     expected = F.cross_entropy(logits.flatten(0, 1), windows[:, 1:].flatten()).item()
     assert windows[:, 1:].numel() == 64 and abs(result["val_loss"] - expected) <= 1e-6 * expected
     with open(tmp_path / "run" / "metrics.csv", newline="") as handle:
@@ -95,9 +95,9 @@ def test_the_cli_prints_the_validation_loss_and_perplexity(tmp_path, capsys):
     assert f"validation loss {result['val_loss']:.4f}, perplexity {result['perplexity']:.3f}" in out[-2]
 
 
-def _accumulated_gradients(model, task, batches) -> list[torch.Tensor]:
+def _accumulated_gradients(model, setup, batches) -> list[torch.Tensor]:
     model.zero_grad(set_to_none=True)
-    _accumulate(model, model, task, batches)
+    _accumulate(model, model, setup, batches)
     return [p.grad.clone() for p in model.parameters()]
 
 
@@ -108,21 +108,20 @@ def test_accumulated_micro_batches_give_the_gradient_of_the_whole_batch():
     windows = TokenWindows(tokens, 12, 11, windows=8)
     data = Splits("toy", "lm", windows, windows, "random tokens")
     torch.manual_seed(0)
-    model = (
-        LM_PRESETS["nanogpt_tweets_char"].build_model(data, dict(variant="ot", dim=16, depth=2, num_heads=2)).double()
-    )
-    task = Task(model=model, data=data)
+    overrides = dict(variant="ot", dim=16, depth=2, num_heads=2)
+    model = LM_PRESETS["nanogpt_tweets_char"].build_model(data, overrides).double()
+    setup = Setup(model=model, data=data)
     rows, cpu = torch.arange(8), torch.device("cpu")
-    whole = _accumulated_gradients(model, task, [task.batch(windows, rows, cpu)])
+    whole = _accumulated_gradients(model, setup, [setup.batch(windows, rows, cpu)])
     assert regularization(model) > 0  # the transport cost is part of the loss
     for k in (2, 4, 8):
-        parts = _accumulated_gradients(model, task, [task.batch(windows, part, cpu) for part in rows.chunk(k)])
+        parts = _accumulated_gradients(model, setup, [setup.batch(windows, part, cpu) for part in rows.chunk(k)])
         assert max((a - b).abs().max().item() for a, b in zip(parts, whole, strict=True)) <= 1e-12
 
     model.zero_grad(set_to_none=True)  # the released code: loss / k + λ · cost, back-propagated per micro-batch
     for part in rows.chunk(4):
-        inputs, target = task.batch(windows, part, cpu)
-        (task.loss(model(**inputs), target) / 4 + regularization(model)).backward()
+        inputs, target = setup.batch(windows, part, cpu)
+        (setup.loss(model(**inputs), target) / 4 + regularization(model)).backward()
     released = [p.grad for p in model.parameters()]
     assert max((a - b).abs().max().item() for a, b in zip(released, whole, strict=True)) > 1e-3
 
@@ -133,16 +132,16 @@ def test_accumulation_stops_before_back_propagating_a_non_finite_micro_batch():
     data = Splits("toy", "lm", windows, windows, "random tokens")
     model = LM_PRESETS["nanogpt_tweets_char"].build_model(data, dict(dim=8, depth=1, num_heads=2))
     cpu = torch.device("cpu")
-    batches = [Task(model, data).batch(windows, part, cpu) for part in torch.arange(4).chunk(2)]
+    batches = [Setup(model, data).batch(windows, part, cpu) for part in torch.arange(4).chunk(2)]
 
-    class Poisoned(Task):  # the second micro-batch's loss is NaN
+    class Poisoned(Setup):  # the second micro-batch's loss is NaN
         calls = 0
 
         def loss(self, logits, target):
             Poisoned.calls += 1
             return super().loss(logits, target) * (math.nan if Poisoned.calls == 2 else 1.0)
 
-    first = _accumulated_gradients(model, Task(model, data), batches[:1])
+    first = _accumulated_gradients(model, Setup(model, data), batches[:1])
     model.zero_grad(set_to_none=True)
     loss, _, accuracy = _accumulate(model, model, Poisoned(model, data), batches)
     assert math.isnan(loss.item()) and math.isnan(accuracy)

@@ -1,5 +1,6 @@
 """The model registry: every registered model builds and trains, and every training preset builds the model its
-explicit constructor call builds (the presets' models before the registry), with the same parameter counts."""
+explicit constructor call builds (the presets' models before the registry), with the same parameter counts, and a
+model that takes its dataset's inputs (``neuralode_tf.data.MODEL_INPUTS``)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from neuralode_tf.models import (
     model_config,
     register_model,
 )
-from neuralode_tf.train import PRESETS, VARIANTS
+from neuralode_tf.train import PRESETS, VARIANTS, check_model_inputs
 
 # --------------------------------------------------------------------------------------------
 # Every registered model at a small input size (timm's test_model_forward / backward)
@@ -383,6 +384,7 @@ def test_presets_build_their_explicit_models(preset):
     for overrides in [{}, *VARIANTS.get(preset, {}).values()]:
         torch.manual_seed(0)
         built = PRESETS[preset].build_model(data, overrides)
+        check_model_inputs(built, data.kind)
         torch.manual_seed(0)
         _assert_same_model(built, explicit(data, **overrides))
         if not overrides:

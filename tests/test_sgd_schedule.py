@@ -14,7 +14,7 @@ from neuralode_tf.train import PRESETS, ConfigError, TrainConfig, load_checkpoin
 from neuralode_tf.train._optim import optimizer_for, schedule_for
 from neuralode_tf.train.cli import main
 from neuralode_tf.train.loop import _permutation
-from neuralode_tf.train.tasks import build_task
+from neuralode_tf.train.setup import build_setup
 
 pytestmark = pytest.mark.cpu_only("short training runs and schedules on the CPU")
 
@@ -66,16 +66,16 @@ def test_sgd_steps_are_the_momentum_update(tmp_path):
     )
     train(config)
     torch.manual_seed(config.seed)
-    task = build_task(config)
-    model, device = task.model, torch.device("cpu")
+    setup = build_setup(config)
+    model, device = setup.model, torch.device("cpu")
     parameters = [p for p in model.parameters() if p.requires_grad]
     buffers: list[torch.Tensor] = []
-    order = _permutation(len(task.train), config.seed, 0)
+    order = _permutation(len(setup.train), config.seed, 0)
     model.train()
     for step in range(3):
-        inputs, target = task.batch(task.train, order[32 * step : 32 * (step + 1)], device)
+        inputs, target = setup.batch(setup.train, order[32 * step : 32 * (step + 1)], device)
         model.zero_grad(set_to_none=True)
-        (task.loss(model(**inputs), target) + regularization(model)).backward()
+        (setup.loss(model(**inputs), target) + regularization(model)).backward()
         with torch.no_grad():
             for i, p in enumerate(parameters):
                 direction = p.grad + config.weight_decay * p

@@ -17,7 +17,7 @@ import torch
 
 from neuralode_tf.train import OT_VARIANTS, NonFiniteLossError, TrainConfig, apply_overrides, compare_variants, train
 from neuralode_tf.train.cli import main
-from neuralode_tf.train.tasks import Task
+from neuralode_tf.train.setup import Setup
 
 TINY = {"dim": 16, "depth": 2, "num_heads": 2}
 
@@ -124,14 +124,14 @@ def test_a_stopped_run_resumes_the_uninterrupted_loss_curve(tmp_path, uninterrup
 def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch, device):
     _skip_training_on_xla(device)
     calls = {"n": 0}
-    original = Task.loss
+    original = Setup.loss
 
     def loss(self, logits, target):
         calls["n"] += 1
         value = original(self, logits, target)
         return value * float("nan") if calls["n"] == 5 else value
 
-    monkeypatch.setattr(Task, "loss", loss)
+    monkeypatch.setattr(Setup, "loss", loss)
     with pytest.raises(NonFiniteLossError, match=r"the loss became nan at step 4 .*checkpoint\.pt"):
         train(tiny(tmp_path, max_steps=10, checkpoint_every=2, device=str(device)))
     assert torch.load(tmp_path / "checkpoint.pt", weights_only=True)["step"] == 4

@@ -29,7 +29,7 @@ from neuralode_tf.train import (
 )
 from neuralode_tf.train._signals import stop_requests
 from neuralode_tf.train.cli import main
-from neuralode_tf.train.tasks import Task
+from neuralode_tf.train.setup import Setup
 from tests.test_train import TINY, tiny
 
 SMALL = ["epochs=1", "batch_size=32", "warmup_steps=0", "max_steps=2", "progress=false"]
@@ -187,7 +187,7 @@ def test_an_unwritable_run_folder_fails_before_training(tmp_path, monkeypatch, c
     def no_training(self, logits, target):
         raise AssertionError("training started")
 
-    monkeypatch.setattr(Task, "loss", no_training)
+    monkeypatch.setattr(Setup, "loss", no_training)
     try:
         with pytest.raises(RunFolderError, match=r"cannot write to the run folder .*locked .*choose") as refused:
             train(tiny(folder, max_steps=2))

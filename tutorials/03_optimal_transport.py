@@ -34,7 +34,7 @@ import torch
 from neuralode_tf import solve
 from neuralode_tf.models import ViT
 from neuralode_tf.notebook import setup
-from neuralode_tf.train import OT_VARIANTS, TrainConfig, build_task, step_sweep, train
+from neuralode_tf.train import OT_VARIANTS, TrainConfig, build_setup, step_sweep, train
 
 NB = setup(versions=("matplotlib",), work="tutorial03")
 
@@ -130,11 +130,11 @@ for weight, (result, _) in without_skips.items():
 
 def trajectories(out_dir: str, count: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
     config = TrainConfig(**json.loads(Path(out_dir, "config.json").read_text()))
-    task = build_task(config)
-    task.model.load_state_dict(torch.load(f"{out_dir}/checkpoint.pt", weights_only=True)["model"])
-    vit = task.model.eval()
+    built = build_setup(config)
+    built.model.load_state_dict(torch.load(f"{out_dir}/checkpoint.pt", weights_only=True)["model"])
+    vit = built.model.eval()
     with torch.no_grad():
-        x = vit.patch_embed(task.data.test.x[:count]).flatten(2).transpose(1, 2)
+        x = vit.patch_embed(built.data.test.x[:count]).flatten(2).transpose(1, 2)
         x = torch.cat([vit.cls_token.expand(count, -1, -1), x], dim=1) + vit.pos_embed
         composed = vit.encoder.field.field  # the ComposedField inside KineticEnergy (every run here has one)
         path = solve(composed, x, torch.linspace(0, 1, 21).tolist(), method="euler", steps=20).ys

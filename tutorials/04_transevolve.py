@@ -32,7 +32,7 @@ import torch
 
 from neuralode_tf.fields import TransEvolveAttention
 from neuralode_tf.notebook import setup
-from neuralode_tf.train import TrainConfig, build_task, train
+from neuralode_tf.train import TrainConfig, build_setup, train
 
 sys.path.insert(0, str(Path("..") / "paper_repro"))  # the reproductions' code, beside this folder
 from claims._transevolve_counts import table2_parameter_counts
@@ -124,15 +124,15 @@ config = TrainConfig(
     data=dict(num_train=2000 if NB.full else 1000, num_test=500),
 )
 result = train(config)
-task = build_task(config)
-majority = torch.bincount(task.data.test.y).max().item() / len(task.data.test.y)
+built = build_setup(config)
+majority = torch.bincount(built.data.test.y).max().item() / len(built.data.test.y)
 print(f"test accuracy {100 * result['test_accuracy']:.1f}% ({result['parameters']:,} parameters)")
 print(f"most frequent of the 10 classes: {100 * majority:.1f}% of the test set")
 assert result["test_accuracy"] > majority + 0.05
 
-task.model.load_state_dict(torch.load(NB.work / "checkpoint.pt", weights_only=True)["model"])
-model = task.model.eval()
-tokens, mask = task.data.test.x[:1], task.data.test.mask[:1]
+built.model.load_state_dict(torch.load(NB.work / "checkpoint.pt", weights_only=True)["model"])
+model = built.model.eval()
+tokens, mask = built.data.test.x[:1], built.data.test.mask[:1]
 length = int((~mask).sum())
 tokens, mask = tokens[:, :length], mask[:, :length]
 block = model.encoder.blocks[0].field.attention

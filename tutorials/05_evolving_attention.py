@@ -37,7 +37,7 @@ import torch
 from neuralode_tf import solve
 from neuralode_tf.nn import AttentionBranch, EvolvingAttentionBranch
 from neuralode_tf.notebook import setup
-from neuralode_tf.train import EA_VARIANTS, TrainConfig, build_task, train
+from neuralode_tf.train import EA_VARIANTS, TrainConfig, build_setup, train
 
 sys.path.insert(0, str(Path("..") / "paper_repro"))  # the reproductions' code, beside this folder
 from claims._evolving_costs import evolving_table5_costs
@@ -140,11 +140,11 @@ for name, settings in {
         model=settings,
     )
     accuracy[name] = train(config)["test_accuracy"]
-    task = build_task(config)
-    task.model.load_state_dict(torch.load(NB.work / name / "checkpoint.pt", weights_only=True)["model"])
-    models[name] = task.model.eval()
+    built = build_setup(config)
+    built.model.load_state_dict(torch.load(NB.work / name / "checkpoint.pt", weights_only=True)["model"])
+    models[name] = built.model.eval()
     print(f"{name:>8}: test accuracy {100 * accuracy[name]:.1f}%")
-test = task.data.test
+test = built.data.test
 assert min(accuracy.values()) > 0.8
 
 # %% [markdown]

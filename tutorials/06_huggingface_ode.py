@@ -37,7 +37,7 @@ from neuralode_tf import set_solve_options, solve
 from neuralode_tf.models import CausalLM, from_transformers
 from neuralode_tf.models.converters.huggingface import ContinuousTransformersModel
 from neuralode_tf.notebook import setup
-from neuralode_tf.train import TrainConfig, build_task, load_checkpoint, train
+from neuralode_tf.train import TrainConfig, build_setup, load_checkpoint, train
 
 NB = setup(versions=("transformers", "numpy", "matplotlib"), seed=0, work="tutorial06")
 
@@ -346,12 +346,12 @@ t_train = time.perf_counter()
 result = train(config)
 train_seconds = time.perf_counter() - t_train
 
-task = build_task(config)
-model = task.model
+built = build_setup(config)
+model = built.model
 model.load_state_dict(load_checkpoint(Path(config.out_dir) / "checkpoint.pt")["model"])
 model.eval()
-vocab, train_split, val_split = task.data.vocab, task.data.train, task.data.test
-print(task.data.description)
+vocab, train_split, val_split = built.data.vocab, built.data.train, built.data.test
+print(built.data.description)
 print(f"{type(model).__name__}, {result['parameters']:,} parameters; encoder: {model.encoder.extra_repr()}")
 
 # The baselines, from the training text's counts, on the validation targets (every token of the tiled

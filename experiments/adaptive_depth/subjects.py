@@ -25,7 +25,7 @@ from neuralode_tf.dynamics import depth_trajectory, find_depth_module, readout_f
 from neuralode_tf.dynamics.readouts import ReadoutInputs
 from neuralode_tf.models import from_transformers
 from neuralode_tf.train import TrainConfig, load_run, train
-from neuralode_tf.train.tasks import build_task
+from neuralode_tf.train.setup import build_setup
 
 LM_WINDOWS = 128  # validation windows of 64 characters scored for the language models
 LM_THRESHOLDS = (0.3, 0.4, 0.5)  # of a window's mean top probability (the models' accuracy is about 30 %)
@@ -114,27 +114,27 @@ def _subject(name: str, model: nn.Module, inputs: dict, targets: Tensor, quality
 def vit_digits(seed: int, workdir: Path) -> Subject:
     out = workdir / f"vit_digits_seed{seed}"
     result = train(TrainConfig("vit_digits", seed=seed, progress=False, out_dir=str(out)))
-    _, task = load_run(out)
-    inputs, targets = task.batch(task.test, torch.arange(len(task.test)), torch.device("cpu"))
+    _, setup = load_run(out)
+    inputs, targets = setup.batch(setup.test, torch.arange(len(setup.test)), torch.device("cpu"))
     subject, output = _subject(
-        "vit_digits", task.model, inputs, targets, _classification_quality, (0.9, 0.99, 0.999), result
+        "vit_digits", setup.model, inputs, targets, _classification_quality, (0.9, 0.99, 0.999), result
     )
     assert abs(_classification_quality(output, targets)["accuracy"] - 100 * result["test_accuracy"]) < 1e-9
     return subject
 
 
 def nanogpt_tweets_char(seed: int, workdir: Path) -> Subject:
-    out = workdir / f"lm_tweets_char_seed{seed}"
+    out = workdir / f"nanogpt_tweets_char_seed{seed}"
     result = train(TrainConfig("nanogpt_tweets_char", seed=seed, progress=False, out_dir=str(out)))
-    _, task = load_run(out)
-    inputs, targets = task.batch(task.test, torch.arange(LM_WINDOWS), torch.device("cpu"))
-    return _subject("nanogpt_tweets_char", task.model, inputs, targets, _lm_quality, LM_THRESHOLDS, result)[0]
+    _, setup = load_run(out)
+    inputs, targets = setup.batch(setup.test, torch.arange(LM_WINDOWS), torch.device("cpu"))
+    return _subject("nanogpt_tweets_char", setup.model, inputs, targets, _lm_quality, LM_THRESHOLDS, result)[0]
 
 
 def gpt2_tweets_char(seed: int, workdir: Path) -> Subject:
     """Train a small ``GPT2LMHeadModel`` on the tweets' characters (AdamW, linear warm-up, cosine decay), convert it."""
-    task = build_task(TrainConfig("nanogpt_tweets_char"))
-    train_split, test_split = task.train, task.test
+    setup = build_setup(TrainConfig("nanogpt_tweets_char"))
+    train_split, test_split = setup.train, setup.test
     torch.manual_seed(seed)
     sizes = dict(vocab_size=train_split.vocab_size, n_positions=train_split.block_size)
     config = transformers.GPT2Config(**sizes, bos_token_id=None, eos_token_id=None, **GPT2)
@@ -148,7 +148,7 @@ def gpt2_tweets_char(seed: int, workdir: Path) -> Subject:
     generator = torch.Generator().manual_seed(seed)
     for step in range(steps):
         rows = torch.randint(len(train_split), (batch,), generator=generator)
-        inputs, targets = task.batch(train_split, rows, torch.device("cpu"), epoch=step)
+        inputs, targets = setup.batch(train_split, rows, torch.device("cpu"), epoch=step)
         logits = hf(input_ids=inputs["tokens"]).logits
         loss = nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten())
         optimizer.zero_grad()
@@ -156,7 +156,7 @@ def gpt2_tweets_char(seed: int, workdir: Path) -> Subject:
         optimizer.step()
         schedule.step()
     hf.eval()
-    inputs, targets = task.batch(test_split, torch.arange(LM_WINDOWS), torch.device("cpu"))
+    inputs, targets = setup.batch(test_split, torch.arange(LM_WINDOWS), torch.device("cpu"))
     converted = from_transformers(hf).eval()
     subject, output = _subject(
         "gpt2_tweets_char", converted, {"input_ids": inputs["tokens"]}, targets, _lm_quality, LM_THRESHOLDS, {}

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from neuralode_tf.train import TrainConfig, build_task, load_checkpoint
+from neuralode_tf.train import TrainConfig, build_setup, load_checkpoint
 from neuralode_tf.train._checkpoint import CHECKPOINT
 from neuralode_tf.train._evaluation import scores
 
@@ -33,9 +33,9 @@ def with_test_loss(row: dict) -> dict:
         return {**row, "val_loss": None}
     run = ROOT / row["out_dir"]  # relative to the repository, or absolute
     config = TrainConfig(**json.loads((run / "config.json").read_text()))
-    task = build_task(config)
-    task.model.load_state_dict(load_checkpoint(run / CHECKPOINT, "cpu")["model"])
-    test = scores(task.model, task, torch.device("cpu"), config.eval_batch_size)
+    setup = build_setup(config)
+    setup.model.load_state_dict(load_checkpoint(run / CHECKPOINT, "cpu")["model"])
+    test = scores(setup.model, setup, torch.device("cpu"), config.eval_batch_size)
     if abs(test["accuracy"] - row["test_accuracy"]) > 1e-9:
         raise RuntimeError(f"{run}: test accuracy {test['accuracy']} is not the recorded {row['test_accuracy']}")
     return {**row, "val_loss": test["loss"]}

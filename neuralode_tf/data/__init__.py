@@ -35,7 +35,8 @@ Loaders of the papers' datasets, for users who have the files (``load(name, root
 Every dataset comes as :class:`Splits`: ``train`` and ``test`` (:class:`TensorSplit` of named tensors,
 :class:`TextSplit` of texts for models with their own tokenizer, lists of
 ``torch_geometric.data.Data`` for point clouds, or :class:`TokenWindows` for language models), ``classes``,
-``vocab`` and a ``description``.
+``vocab`` and a ``description``. Its :data:`Kind` fixes the keywords the training loop calls a model with,
+:data:`MODEL_INPUTS`. :func:`register_dataset` adds a dataset by name.
 Sequences are padded with a mask that is True at padding. Missing files raise
 :class:`DatasetNotFoundError`, malformed ones :class:`DatasetFormatError`, both naming the expected layout.
 """
@@ -48,16 +49,17 @@ from .images import digits, load_catsdogs, load_cifar100, load_mnist, mnist1d
 from .listops import listops
 from .modelnet import load_modelnet40, load_modelnet40_h5
 from .pretrained_text import tweets_raw
-from .registry import DATASETS, STAND_INS, load
+from .registry import DATASETS, STAND_INS, load, register_dataset
 from .seq2seq import BOS, EOS, seq2seq
 from .shapes3d import shapes3d
-from .splits import Kind, Splits, TensorSplit, TextSplit
+from .splits import MODEL_INPUTS, Kind, Splits, TensorSplit, TextSplit
 from .text import load_imdb, tweets
 from .vocab import Vocabulary
 from .windows import TokenWindows
 
 __all__ = [
     "load",
+    "register_dataset",
     "DATASETS",
     "STAND_INS",
     "Splits",
@@ -65,6 +67,7 @@ __all__ = [
     "TextSplit",
     "TokenWindows",
     "Kind",
+    "MODEL_INPUTS",
     "Vocabulary",
     "BOS",
     "EOS",

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Literal
 
 import torch
@@ -13,7 +14,7 @@ from torch import Tensor
 from .vocab import Vocabulary
 from .windows import TokenWindows
 
-__all__ = ["TensorSplit", "TextSplit", "Splits", "Kind"]
+__all__ = ["TensorSplit", "TextSplit", "Splits", "Kind", "MODEL_INPUTS"]
 
 Kind = Literal["image", "signal", "tokens", "text", "points", "seq2seq", "lm"]
 """What a split holds, and so which front-end takes it:
@@ -30,6 +31,34 @@ Kind = Literal["image", "signal", "tokens", "text", "points", "seq2seq", "lm"]
 * ``"lm"``: :class:`~neuralode_tf.data.windows.TokenWindows`, windows of ``block_size + 1`` tokens of one token
   sequence; a window's first ``block_size`` tokens are the input and its last ``block_size`` the targets (``test``
   holds the validation text).
+
+:data:`MODEL_INPUTS` names the keywords a model of each kind is called with.
+"""
+
+MODEL_INPUTS: Mapping[Kind, tuple[str, ...]] = MappingProxyType(
+    {
+        "image": ("images",),
+        "signal": ("signal",),
+        "tokens": ("tokens", "key_padding_mask"),
+        "text": ("texts",),
+        "points": ("points",),
+        "seq2seq": ("src", "tgt_in", "src_key_padding_mask", "tgt_key_padding_mask"),
+        "lm": ("tokens",),
+    }
+)
+"""The model-input contract: the keywords the training loop calls a model with, by the dataset's :data:`Kind`
+(read-only). A batch of a ``"tokens"`` dataset is ``model(tokens=..., key_padding_mask=...)``, and so on:
+
+* ``images``: float ``(B, C, H, W)``; ``signal``: float ``(B, L)``;
+* ``tokens``: long ``(B, L)`` token ids, with ``key_padding_mask`` bool ``(B, L)`` True at padding (trimmed to the
+  batch's longest sequence); for ``"lm"``, the first ``block_size`` tokens of each window, and no mask;
+* ``texts``: a list of strings or of pairs of strings, which the model tokenises;
+* ``points``: a ``torch_geometric.data.Batch`` of the batch's point clouds;
+* ``src``, ``tgt_in``, ``src_key_padding_mask``, ``tgt_key_padding_mask``: the source, the target without its last
+  token (teacher forcing), and their padding masks.
+
+A model's ``forward`` must accept these keywords (other parameters need defaults):
+:func:`neuralode_tf.train.check_model_inputs` checks it when a preset builds its model, before training starts.
 """
 
 

@@ -8,6 +8,9 @@ A preset's run from Python is its run from the command line (``neuralode-tf trai
     print(result["test_accuracy"])
 """
 
+import warnings
+from typing import Any
+
 from ._checkpoint import CheckpointError, RunFolderError, load_checkpoint
 from ._signals import TrainingInterrupted
 from ._validate import ScheduleWarning
@@ -17,7 +20,7 @@ from .loop import NonFiniteLossError, evaluate, train
 from .metrics import METRICS
 from .presets import EA_VARIANTS, OT_VARIANTS, PRESETS, TRANSEVOLVE_LISTOPS_VARIANTS, VARIANTS, Preset, register_preset
 from .runs import load_run
-from .tasks import Task, build_task
+from .setup import ModelInputError, Setup, build_setup, check_model_inputs
 
 __all__ = [
     "train",
@@ -46,9 +49,29 @@ __all__ = [
     "learning_curve",
     "METRICS",
     "Preset",
-    "Task",
-    "build_task",
+    "Setup",
+    "build_setup",
+    "check_model_inputs",
+    "ModelInputError",
 ]
+
+_RENAMED = {"Task": "Setup", "build_task": "build_setup"}
+"""Names deprecated in 0.1.0, removed in the next release: old name -> new name. "Task" now means only the problem a
+dataset poses (GLUE's tasks, the seq2seq toy tasks)."""
+
+
+def __getattr__(name: str) -> Any:
+    """The deprecated names of :data:`_RENAMED`, with a :class:`DeprecationWarning` naming the new one."""
+    if name in _RENAMED:
+        new = _RENAMED[name]
+        warnings.warn(
+            f"neuralode_tf.train.{name} is deprecated and will be removed in the next release; use "
+            f"neuralode_tf.train.{new}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return globals()[new]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:

@@ -1,4 +1,4 @@
-"""Scores of a model on a task's test split: accuracy, mean loss and the dataset's metrics, and a language model's
+"""Scores of a model on a setup's test split: accuracy, mean loss and the dataset's metrics, and a language model's
 validation loss and perplexity."""
 
 from __future__ import annotations
@@ -9,30 +9,30 @@ import torch
 from torch import nn
 
 from .metrics import METRICS
-from .tasks import Task
+from .setup import Setup
 
 __all__ = ["scores", "validation", "perplexity"]
 
 
 @torch.no_grad()
-def scores(model: nn.Module, task: Task, device: torch.device, batch_size: int) -> dict[str, float]:
+def scores(model: nn.Module, setup: Setup, device: torch.device, batch_size: int) -> dict[str, float]:
     """The test split's ``accuracy`` (NaN for a regression) and mean ``loss`` per target (token, for sequences),
     in eval mode, and each metric of the dataset's :attr:`~neuralode_tf.data.Splits.metrics` by its name, computed
     on the predictions of the whole split."""
     model.eval()
     correct, loss, count = 0.0, 0.0, 0
     predictions, targets = [], []
-    judged = [name for name in task.data.metrics if name != "accuracy"]
-    for first in range(0, len(task.test), batch_size):
-        rows = torch.arange(first, min(first + batch_size, len(task.test)))
-        inputs, target = task.batch(task.test, rows, device)
-        n = task.count(target)
+    judged = [name for name in setup.data.metrics if name != "accuracy"]
+    for first in range(0, len(setup.test), batch_size):
+        rows = torch.arange(first, min(first + batch_size, len(setup.test)))
+        inputs, target = setup.batch(setup.test, rows, device)
+        n = setup.count(target)
         logits = model(**inputs)
-        correct += task.accuracy(logits, target) * n
-        loss += task.loss(logits, target).item() * n
+        correct += setup.accuracy(logits, target) * n
+        loss += setup.loss(logits, target).item() * n
         count += n
         if judged:
-            predictions.append(task.predictions(logits).cpu())
+            predictions.append(setup.predictions(logits).cpu())
             targets.append(target.cpu())
     result = {"accuracy": correct / count, "loss": loss / count}
     for name in judged:
@@ -40,10 +40,10 @@ def scores(model: nn.Module, task: Task, device: torch.device, batch_size: int) 
     return result
 
 
-def validation(model: nn.Module, task: Task, device: torch.device, batch_size: int, now: bool) -> dict[str, float]:
+def validation(model: nn.Module, setup: Setup, device: torch.device, batch_size: int, now: bool) -> dict[str, float]:
     """A language model's ``val_loss`` (mean next-token cross-entropy on the validation text) and ``perplexity``
     (its exponential) if ``now``, else NaN for both (the columns of ``metrics.csv``)."""
-    loss = scores(model, task, device, batch_size)["loss"] if now else math.nan
+    loss = scores(model, setup, device, batch_size)["loss"] if now else math.nan
     return {"val_loss": loss, "perplexity": perplexity(loss)}
 
 

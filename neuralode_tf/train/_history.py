@@ -22,7 +22,7 @@ from torch import nn
 
 from ._checkpoint import write_atomically
 from ._evaluation import scores
-from .tasks import Task
+from .setup import Setup
 
 __all__ = ["TEST_COLUMNS", "epoch_test", "write_metrics"]
 
@@ -31,7 +31,7 @@ TEST_COLUMNS = ("test_accuracy", "test_loss")
 
 
 def epoch_test(
-    model: nn.Module, task: Task, device: torch.device, batch_size: int, eval_every: int, epoch_end: int | None
+    model: nn.Module, setup: Setup, device: torch.device, batch_size: int, eval_every: int, epoch_end: int | None
 ) -> dict[str, float]:
     """The test columns (:data:`TEST_COLUMNS`) of a step's record: ``{}`` without ``eval_every``; the test split's
     accuracy and mean loss if the step ends epoch ``epoch_end`` (counted from 1; ``None``: the step ends no epoch,
@@ -43,7 +43,7 @@ def epoch_test(
         return dict.fromkeys(TEST_COLUMNS, math.nan)
     training = model.training
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-        test = scores(model, task, device, batch_size)
+        test = scores(model, setup, device, batch_size)
     model.train(training)
     return {"test_accuracy": test["accuracy"], "test_loss": test["loss"]}
 

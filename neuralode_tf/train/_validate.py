@@ -17,9 +17,9 @@ from ._checkpoint import CHECKPOINT, load_checkpoint
 from ._describe import data_keys, model_keys
 from .config import ConfigError, TrainConfig
 from .presets import PRESETS, Preset
-from .tasks import Task, build_task
+from .setup import ModelInputError, Setup, build_setup
 
-__all__ = ["ScheduleWarning", "checked_task", "run_length", "resumed_state", "FIXED_ON_RESUME"]
+__all__ = ["ScheduleWarning", "checked_setup", "run_length", "resumed_state", "FIXED_ON_RESUME"]
 
 FIXED_ON_RESUME = (
     "preset", "batch_size", "lr", "weight_decay", "warmup_steps", "optimizer", "momentum", "warmup_epochs",
@@ -35,22 +35,25 @@ class ScheduleWarning(UserWarning):
     """The learning-rate schedule does not fit the run: its warm-up is longer than the run."""
 
 
-def checked_task(config: TrainConfig, device: torch.device) -> Task:
-    """The task of ``config`` with its model on ``device``, after one forward pass on two training examples (in eval
+def checked_setup(config: TrainConfig, device: torch.device) -> Setup:
+    """The setup of ``config`` with its model on ``device``, after one forward pass on two training examples (in eval
     mode, without gradients, the CPU's random state put back), so that a ``model.*`` or ``data.*`` key that the
     dataset, the model or the ODE solve does not accept fails here and not at the first step.
 
     Raises:
+        ModelInputError: the model does not take the inputs of its dataset's kind.
         ConfigError: such a key (a ``TypeError`` of the dataset or the model that quotes it), named with what the
             dataset or the model accepts; or a value they refuse (a ``ValueError``, e.g. the solver's
             ``SolverConfigError`` for ``model.steps=0``), named with the refusal.
     """
     try:
-        task = build_task(config)
+        setup = build_setup(config)
         with torch.random.fork_rng(devices=[]), torch.no_grad():
-            task.model.to(device).eval()
-            inputs, _ = task.batch(task.train, torch.arange(min(2, len(task.train))), device)
-            task.model(**inputs)
+            setup.model.to(device).eval()
+            inputs, _ = setup.batch(setup.train, torch.arange(min(2, len(setup.train))), device)
+            setup.model(**inputs)
+    except ModelInputError:
+        raise
     except TypeError as error:
         in_data = any(frame.f_code is Preset.load_data.__code__ for frame, _ in traceback.walk_tb(error.__traceback__))
         key = next((k for k in (config.data if in_data else config.model) if f"'{k}'" in str(error)), None)
@@ -73,7 +76,7 @@ def checked_task(config: TrainConfig, device: torch.device) -> Task:
             f"invalid {setting} for preset {config.preset!r}: {error} (neuralode-tf train {config.preset} --describe "
             "lists the settings with their values)"
         ) from error
-    return task
+    return setup
 
 
 def run_length(config: TrainConfig, examples: int, world: int) -> tuple[int, int]:

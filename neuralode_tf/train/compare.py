@@ -21,7 +21,7 @@ from ._history import TEST_COLUMNS
 from .config import TrainConfig
 from .loop import NonFiniteLossError, evaluate, train
 from .presets import PRESETS
-from .tasks import build_task
+from .setup import build_setup
 
 __all__ = ["compare_variants", "summarize", "markdown_table", "step_sweep", "learning_curve"]
 
@@ -99,7 +99,7 @@ def _run(base: TrainConfig, name: str, overrides: dict[str, Any], seed: int, out
         row["scores"] = {name: result[f"test_{name}"] for name in [*result["metrics"], "accuracy"]}
         row["curve"] = learning_curve(run_dir)
     except (NonFiniteLossError, NonFiniteStateError):
-        parameters = sum(p.numel() for p in build_task(config).model.parameters())
+        parameters = sum(p.numel() for p in build_setup(config).model.parameters())
         row.update(parameters=parameters, test_accuracy=None, scores=None, non_finite=True, curve=None)
     return row
 
@@ -170,11 +170,11 @@ def step_sweep(run_dir: str | Path, steps: tuple[int, ...] = (1, 2, 4, 8, 16, 20
     """
     run_dir = Path(run_dir)
     config = TrainConfig(**json.loads((run_dir / "config.json").read_text()))
-    task = build_task(config)
+    setup = build_setup(config)
     state = load_checkpoint(run_dir / CHECKPOINT, "cpu")
-    task.model.load_state_dict(state["model"])
+    setup.model.load_state_dict(state["model"])
     accuracies = {}
     for k in steps:
-        set_solve_options(task.model, method="euler", steps=k)
-        accuracies[k] = evaluate(task.model, task, torch.device("cpu"), config.eval_batch_size)
+        set_solve_options(setup.model, method="euler", steps=k)
+        accuracies[k] = evaluate(setup.model, setup, torch.device("cpu"), config.eval_batch_size)
     return accuracies

@@ -72,7 +72,7 @@ class TrainConfig:
     and replace the preset's (empty) ones.
 
     Attributes:
-        preset: Name of the task preset (see ``neuralode-tf train --list``).
+        preset: Name of the preset (see ``neuralode-tf train --list``).
         epochs: Passes over the training split (10).
         batch_size: Global batch size, split across processes under torchrun (64).
         lr, weight_decay, warmup_steps: AdamW (Adam when ``weight_decay=0``) with linear warm-up, then cosine

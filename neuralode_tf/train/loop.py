@@ -30,9 +30,9 @@ from ._history import epoch_test, write_metrics
 from ._optim import optimizer_for, schedule_for
 from ._signals import StopRequest, TrainingInterrupted, stop_requests
 from ._threads import cpu_threads
-from ._validate import checked_task, resumed_state, run_length
+from ._validate import checked_setup, resumed_state, run_length
 from .config import ConfigError, TrainConfig
-from .tasks import Task
+from .setup import Setup
 
 __all__ = ["train", "evaluate", "NonFiniteLossError"]
 
@@ -52,7 +52,7 @@ def train(config: TrainConfig) -> dict[str, Any]:
         print(result["test_accuracy"])
 
     **Checked before anything is written:** the settings' types (:class:`TrainConfig`); every ``model.*`` and
-    ``data.*`` key, by building the task and running its model forward once (:class:`ConfigError` naming the key
+    ``data.*`` key, by building the setup and running its model forward once (:class:`ConfigError` naming the key
     and the accepted ones); the batch size; and the run folder, created if needed and probed with a file created
     and removed at once (:class:`RunFolderError`). A warm-up longer than the run warns with :class:`ScheduleWarning`.
 
@@ -73,7 +73,7 @@ def train(config: TrainConfig) -> dict[str, Any]:
     next-token cross-entropy over the validation windows) and the perplexity (its exponential) are computed at the end
     of each epoch and of the run, written to ``metrics.csv`` (columns ``val_loss`` and ``perplexity``, NaN on the
     other steps), returned (``result["val_loss"]``, ``result["perplexity"]``) and printed; a training window
-    depends on the epoch, which each step passes to :meth:`~neuralode_tf.train.Task.batch`. With
+    depends on the epoch, which each step passes to :meth:`~neuralode_tf.train.Setup.batch`. With
     ``grad_accumulation=k`` a step back-propagates ``k`` micro-batches, each loss and transport cost divided by ``k``.
 
     **Interruption:** a SIGTERM (cluster preemption) or SIGINT (Ctrl-C) during training stops the run at the end of
@@ -103,14 +103,14 @@ def _train(config: TrainConfig, threads: int) -> dict[str, Any]:
     if device.type == "cuda" and world > 1:
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
     torch.manual_seed(config.seed)
-    task = checked_task(config, device)
-    steps_per_epoch, total = run_length(config, len(task.train), world)
+    setup = checked_setup(config, device)
+    steps_per_epoch, total = run_length(config, len(setup.train), world)
     out = Path(config.out_dir)
     state = resumed_state(config, out, total, device)
     if rank == 0:
         check_run_folder(out)
 
-    model = task.model
+    model = setup.model
     optimizer = optimizer_for(config, model)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule_for(config, steps_per_epoch, total))
 
@@ -131,7 +131,7 @@ def _train(config: TrainConfig, threads: int) -> dict[str, Any]:
     )
     local = config.batch_size // world
     done = start
-    language_model = task.data.kind == "lm"
+    language_model = setup.data.kind == "lm"
 
     def save() -> None:
         state: dict[str, Any] = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
@@ -141,12 +141,12 @@ def _train(config: TrainConfig, threads: int) -> dict[str, Any]:
     with stop_requests() as request:
         for step in bar:
             epoch, index = divmod(step, steps_per_epoch)
-            order = _permutation(len(task.train), config.seed, epoch)
+            order = _permutation(len(setup.train), config.seed, epoch)
             rows = order[index * config.batch_size : (index + 1) * config.batch_size][rank * local : (rank + 1) * local]
             model.train()
             optimizer.zero_grad(set_to_none=True)
-            batches = [task.batch(task.train, part, device, epoch) for part in rows.chunk(config.grad_accumulation)]
-            loss, penalty, accuracy = _accumulate(trained, model, task, batches)
+            batches = [setup.batch(setup.train, part, device, epoch) for part in rows.chunk(config.grad_accumulation)]
+            loss, penalty, accuracy = _accumulate(trained, model, setup, batches)
             total_loss = loss + penalty
             if not _finite_everywhere(total_loss):
                 raise NonFiniteLossError(
@@ -170,9 +170,9 @@ def _train(config: TrainConfig, threads: int) -> dict[str, Any]:
             }
             at_epoch_end = done % steps_per_epoch == 0 and done < stop  # the last step's: the final evaluation's
             if language_model:  # validated at the end of each epoch but the last
-                record.update(validation(model, task, device, config.eval_batch_size, at_epoch_end))
+                record.update(validation(model, setup, device, config.eval_batch_size, at_epoch_end))
             epoch_end = done // steps_per_epoch if at_epoch_end else None
-            record.update(epoch_test(model, task, device, config.eval_batch_size, config.eval_every, epoch_end))
+            record.update(epoch_test(model, setup, device, config.eval_batch_size, config.eval_every, epoch_end))
             history.append(record)
             bar.set_postfix(loss=f"{record['loss']:.3f}", acc=f"{record['accuracy']:.2f}", nfe=int(record["nfe"]))
             if _stop_signal(request, device):
@@ -185,15 +185,15 @@ def _train(config: TrainConfig, threads: int) -> dict[str, Any]:
     signum = _stop_signal(request, device)
     if signum:
         raise TrainingInterrupted(signum, done, checkpoint_path)
-    test = scores(model, task, device, config.eval_batch_size)
+    test = scores(model, setup, device, config.eval_batch_size)
     accuracy, test_loss = test["accuracy"], test["loss"]
     result: dict[str, Any] = {
         "preset": config.preset,
         "steps": stop,
         "final_loss": history[-1]["loss"] if history else math.nan,
         "test_accuracy": accuracy,
-        "metrics": list(task.data.metrics),
-        **{f"test_{name}": test[name] for name in task.data.metrics},
+        "metrics": list(setup.data.metrics),
+        **{f"test_{name}": test[name] for name in setup.data.metrics},
         "parameters": sum(p.numel() for p in model.parameters()),
         "world_size": world,
         "threads": threads,
@@ -212,23 +212,23 @@ def _train(config: TrainConfig, threads: int) -> dict[str, Any]:
                     f"validation loss {test_loss:.4f}, perplexity {result['perplexity']:.3f}, next-token accuracy "
                     f"{100 * accuracy:.2f}%"
                 )
-            elif task.data.metrics == ("accuracy",):
+            elif setup.data.metrics == ("accuracy",):
                 summary = f"test accuracy {100 * accuracy:.2f}%"
             else:  # GLUE's scores, x 100 as GLUE reports them
-                summary = ", ".join(f"test {name} {100 * test[name]:.2f}" for name in task.data.metrics)
+                summary = ", ".join(f"test {name} {100 * test[name]:.2f}" for name in setup.data.metrics)
             print(f"{config.preset}: {summary} ({result['parameters']:,} parameters, {stop} steps)")
     if world > 1:
         dist.barrier()
     return result
 
 
-def evaluate(model: nn.Module, task: Task, device: torch.device, batch_size: int = 256) -> float:
+def evaluate(model: nn.Module, setup: Setup, device: torch.device, batch_size: int = 256) -> float:
     """Accuracy on the test split."""
-    return scores(model, task, device, batch_size)["accuracy"]
+    return scores(model, setup, device, batch_size)["accuracy"]
 
 
 def _accumulate(
-    trained: nn.Module, model: nn.Module, task: Task, batches: list[tuple[dict[str, Any], Tensor]]
+    trained: nn.Module, model: nn.Module, setup: Setup, batches: list[tuple[dict[str, Any], Tensor]]
 ) -> tuple[Tensor, Tensor, float]:
     """Back-propagate the mean over the micro-batches ``batches`` of ``loss + regularization(model)`` (``trained``
     is ``model``, or its DDP wrapper, which synchronises the gradients at the last micro-batch only).
@@ -246,14 +246,14 @@ def _accumulate(
     for i, (inputs, target) in enumerate(batches):
         with trained.no_sync() if isinstance(trained, DDP) and i < k - 1 else contextlib.nullcontext():
             logits = trained(**inputs)
-            loss = task.loss(logits, target)
+            loss = setup.loss(logits, target)
             penalty = regularization(model).to(loss.device)
             if not _finite_everywhere(loss + penalty):
                 return loss.detach(), penalty.detach(), math.nan
             ((loss + penalty) / k).backward()
         losses.append(loss.detach())
         penalties.append(penalty.detach())
-        accuracy += task.accuracy(logits, target) / k
+        accuracy += setup.accuracy(logits, target) / k
     return torch.stack(losses).mean(), torch.stack(penalties).mean(), accuracy
 
 

@@ -9,18 +9,18 @@ import torch
 
 from ._checkpoint import CHECKPOINT, CheckpointError, load_checkpoint
 from .config import TrainConfig
-from .tasks import Task, build_task
+from .setup import Setup, build_setup
 
 __all__ = ["load_run"]
 
 
-def load_run(out_dir: str | Path, device: str | torch.device = "cpu") -> tuple[TrainConfig, Task]:
-    """The settings and the trained task of the run in ``out_dir``: its ``config.json`` as a :class:`TrainConfig`,
-    and the task it builds (dataset and model) with the model's weights from ``checkpoint.pt``, on ``device``, in
+def load_run(out_dir: str | Path, device: str | torch.device = "cpu") -> tuple[TrainConfig, Setup]:
+    """The settings and the trained setup of the run in ``out_dir``: its ``config.json`` as a :class:`TrainConfig`,
+    and the setup it builds (dataset and model) with the model's weights from ``checkpoint.pt``, on ``device``, in
     eval mode. The two files are written together, so they describe the same run::
 
-        config, task = load_run("runs/vit_digits")
-        scores = neuralode_tf.train.evaluate(task.model, task, torch.device("cpu"))  # the run's test accuracy
+        config, setup = load_run("runs/vit_digits")
+        scores = neuralode_tf.train.evaluate(setup.model, setup, torch.device("cpu"))  # the run's test accuracy
 
     Raises:
         CheckpointError: ``out_dir`` holds no run (no ``config.json`` or no ``checkpoint.pt``), or the checkpoint
@@ -32,7 +32,7 @@ def load_run(out_dir: str | Path, device: str | torch.device = "cpu") -> tuple[T
     if missing:
         raise CheckpointError(f"{folder} holds no run to load: it has no {' and no '.join(missing)}")
     config = TrainConfig(**{**json.loads((folder / "config.json").read_text()), "resume": False})
-    task = build_task(config)
-    task.model.load_state_dict(load_checkpoint(folder / CHECKPOINT, device)["model"])
-    task.model.to(device).eval()
-    return config, task
+    setup = build_setup(config)
+    setup.model.load_state_dict(load_checkpoint(folder / CHECKPOINT, device)["model"])
+    setup.model.to(device).eval()
+    return config, setup

@@ -60,11 +60,11 @@ def vit_digits_early_exit() -> tuple[list[float], list[float]]:
     return _best_within_margin("vit_digits", EARLY_EXITS)
 
 
-def lm_tweets_char_solver() -> tuple[list[float], list[float]]:
+def nanogpt_tweets_char_solver() -> tuple[list[float], list[float]]:
     return _best_within_margin("nanogpt_tweets_char", SOLVERS)
 
 
-def lm_tweets_char_early_exit() -> tuple[list[float], list[float]]:
+def nanogpt_tweets_char_early_exit() -> tuple[list[float], list[float]]:
     return _best_within_margin("nanogpt_tweets_char", EARLY_EXITS)
 
 

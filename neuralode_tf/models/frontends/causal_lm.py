@@ -11,10 +11,10 @@ from torch import Tensor, nn
 
 from ...nn import AttentionBranch, KVCache, MLPBranch
 from ...nn._conditioning import check_padding_mask
-from ..readings.blocks import _evolving_settings, _transformer_sets
-from ..readings.stack import _named_field, stack_encoder
 from .._generation import check_cacheable, check_sampling, sample_next
 from .._inputs import check_token_ids, warn_if_dropout_samples
+from ..readings.blocks import _evolving_settings, _transformer_sets
+from ..readings.stack import _named_field, stack_encoder
 
 __all__ = ["CausalLM"]
 

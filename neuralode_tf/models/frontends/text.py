@@ -10,9 +10,9 @@ import torch
 from torch import Tensor, nn
 
 from ...nn._conditioning import check_padding_mask
+from .._inputs import check_token_ids
 from ..readings.blocks import _evolving_settings, _transformer_sets
 from ..readings.stack import _named_field, stack_encoder
-from .._inputs import check_token_ids
 
 __all__ = ["PAD", "sinusoidal_positions", "TokenEmbedding", "TextClassifier"]
 
