@@ -51,7 +51,7 @@ def test_what_the_cache_cannot_serve_is_refused_by_name():
 
 @pytest.mark.cpu_only("names, on a small CPU model")
 def test_the_head_is_named_head_and_the_former_name_task_still_reads_it():
-    from neuralode_tf.models import huggingface
+    from neuralode_tf.models.converters import huggingface
 
     converted = from_transformers(model("llama"))
     assert converted.head == "causal_lm" and "head='causal_lm'" in repr(converted)

@@ -8,9 +8,9 @@ A preset's run from Python is its run from the command line (``neuralode-tf trai
     print(result["test_accuracy"])
 """
 
-import warnings
 from typing import Any
 
+from .._renamed import renamed
 from ._checkpoint import CheckpointError, RunFolderError, load_checkpoint
 from ._signals import TrainingInterrupted
 from ._validate import ScheduleWarning
@@ -63,14 +63,7 @@ dataset poses (GLUE's tasks, the seq2seq toy tasks)."""
 def __getattr__(name: str) -> Any:
     """The deprecated names of :data:`_RENAMED`, with a :class:`DeprecationWarning` naming the new one."""
     if name in _RENAMED:
-        new = _RENAMED[name]
-        warnings.warn(
-            f"neuralode_tf.train.{name} is deprecated and will be removed in the next release; use "
-            f"neuralode_tf.train.{new}",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return globals()[new]
+        return globals()[renamed("neuralode_tf.train name", name, _RENAMED)]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -123,7 +123,7 @@ __all__ = [
 def __getattr__(name: str) -> object:
     """``TASKS``, the former name of :data:`HEADS`, with a :class:`DeprecationWarning` (until the next release)."""
     if name == "TASKS":
-        renamed("name", name, {"TASKS": "HEADS"})
+        renamed(f"{__name__} name", name, {"TASKS": "HEADS"})
         return HEADS
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

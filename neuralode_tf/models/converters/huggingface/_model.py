@@ -43,7 +43,7 @@ class ContinuousTransformersModel(nn.Module):
     @property
     def task(self) -> str:
         """The former name of :attr:`head`, with a :class:`DeprecationWarning` (until the next release)."""
-        renamed("attribute", "task", {"task": "head"})
+        renamed("ContinuousTransformersModel attribute", "task", {"task": "head"})
         return self.head
 
     @property
