@@ -5,12 +5,14 @@ A backend is a :class:`Backend` given to :func:`register_backend`; ``numerics/ba
 ones, registered on import; ``backend="auto"`` tries them by their declared ``priority``.
 """
 
+import warnings
+from typing import Any
+
 from . import backends
 from ._compiled import COMPILE_OPTIONS
 from ._registry import (
     BACKENDS,
     FIXED_GRID_METHODS,
-    GRADIENT_MODES,
     GRADIENTS,
     Backend,
     Settings,
@@ -44,7 +46,6 @@ __all__ = [
     "methods",
     "BACKENDS",
     "GRADIENTS",
-    "GRADIENT_MODES",
     "FIXED_GRID_METHODS",
     "COMPILE_OPTIONS",
     "Backend",
@@ -73,6 +74,14 @@ __all__ = [
     "CausalityWarning",
     "is_causal",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``GRADIENT_MODES``, the deprecated old name of :data:`GRADIENTS`, with a ``DeprecationWarning``."""
+    if name == "GRADIENT_MODES":
+        warnings.warn("GRADIENT_MODES is deprecated: use GRADIENTS", DeprecationWarning, stacklevel=2)
+        return GRADIENTS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
