@@ -1,5 +1,6 @@
 """Numerics: one :func:`solve` over a registry of backends (the built-in fixed-grid and splitting integrators,
-torchdiffeq and torchode), with backprop, checkpointing or adjoint gradients.
+torchdiffeq and torchode), with the gradient method ``gradient=`` of :data:`GRADIENTS`: backprop, checkpointing or
+the adjoint.
 
 A backend is a :class:`Backend` given to :func:`register_backend`; ``numerics/backends/`` holds the built-in
 ones, registered on import; ``backend="auto"`` tries them by their declared ``priority``.

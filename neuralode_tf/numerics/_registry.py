@@ -43,9 +43,9 @@ GRADIENTS = ("backprop", "checkpoint", "adjoint")
 class Settings:
     """The arguments of ``solve`` once validated: what a backend's ``solve`` is asked to do.
 
-    One class for every backend: the fields below ``gradient`` matter to some backends only, those that declare
-    the matching capability of :class:`Backend` (``solve`` refuses them elsewhere, so a backend that does not
-    declare one finds it at its default).
+    One class for every backend: the attributes listed after ``gradient`` are backend-specific, each for the
+    backends that declare the matching capability of :class:`Backend` (``solve`` refuses them elsewhere, so a
+    backend that does not declare one finds that attribute at its default).
 
     Attributes:
         method: A name in the backend's ``methods``.
