@@ -54,12 +54,12 @@ TARGETS = {
     "memory": "peak(64 steps) / peak(8 steps) <= 1.2x for checkpoint and the adjoints",
 }
 MEMORY_CONFIGS = {
-    "backprop (euler)": dict(method="euler", adjoint="backprop"),
-    "checkpoint (euler)": dict(method="euler", adjoint="checkpoint"),
-    "checkpoint (rk4)": dict(method="rk4", adjoint="checkpoint"),
-    "torchdiffeq adjoint (euler)": dict(method="euler", adjoint="adjoint", backend="torchdiffeq"),
-    "torchdiffeq adjoint (rk4)": dict(method="rk4_38", adjoint="adjoint", backend="torchdiffeq"),  # its rk4
-    "torchode adjoint (euler)": dict(method="euler", adjoint="adjoint", backend="torchode"),
+    "backprop (euler)": dict(method="euler", gradient="backprop"),
+    "checkpoint (euler)": dict(method="euler", gradient="checkpoint"),
+    "checkpoint (rk4)": dict(method="rk4", gradient="checkpoint"),
+    "torchdiffeq adjoint (euler)": dict(method="euler", gradient="adjoint", backend="torchdiffeq"),
+    "torchdiffeq adjoint (rk4)": dict(method="rk4_38", gradient="adjoint", backend="torchdiffeq"),  # its rk4
+    "torchode adjoint (euler)": dict(method="euler", gradient="adjoint", backend="torchode"),
 }
 _TORCHDIFFEQ = {"euler": "euler", "rk4": "rk4_38"}
 """torchdiffeq's name for each method, in our names (its ``rk4`` is Kutta's 3/8 rule)."""
@@ -169,7 +169,7 @@ def memory_time(device: torch.device, repeats: int) -> dict:
     """The price of flat memory: time of forward + backward with 64 steps over backprop's, same method."""
     rows = {}
     for method in ("euler", "rk4"):
-        configs = {f"backprop ({method})": dict(method=method, adjoint="backprop")}
+        configs = {f"backprop ({method})": dict(method=method, gradient="backprop")}
         configs.update((c, s) for c, s in MEMORY_CONFIGS.items() if c.endswith(f"({method})"))
         steps = {config: _memory_step(settings, 64, device) for config, settings in configs.items()}
         timed = paired(steps, f"backprop ({method})", repeats=repeats, warmup=1)
@@ -199,8 +199,8 @@ def pareto(
     for steps in steps_list:
         configs = {"backprop": dict(method="euler")}
         for budget in sorted({*PARETO_BUDGETS, steps - 1}):
-            configs[f"checkpoints={budget}"] = dict(method="euler", adjoint="checkpoint", checkpoints=budget)
-        configs["checkpoints=None (halving)"] = dict(method="euler", adjoint="checkpoint")
+            configs[f"checkpoints={budget}"] = dict(method="euler", gradient="checkpoint", checkpoints=budget)
+        configs["checkpoints=None (halving)"] = dict(method="euler", gradient="checkpoint")
         passes = {config: _memory_step(settings, steps, device, batch) for config, settings in configs.items()}
         times = paired_ratios(passes, "backprop", repeats=repeats, warmup=1)
         peaks = {config: _peak(settings, steps, device, batch) for config, settings in configs.items()}

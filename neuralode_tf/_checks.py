@@ -57,13 +57,13 @@ def check_solve_settings(field: nn.Module, settings: Mapping[str, Any]) -> None:
             hint = _did_you_mean(name, SOLVE_OPTIONS)
             raise TypeError(f"unknown solve setting {name!r}{hint}; valid: {', '.join(SOLVE_OPTIONS)}")
     backend_for(field, settings)
-    check_checkpoints(settings.get("checkpoints"), settings.get("adjoint", "backprop"))
+    check_checkpoints(settings.get("checkpoints"), settings.get("gradient", "backprop"))
 
 
 def backend_for(field: nn.Module, settings: Mapping[str, Any]) -> str:
     """The backend that :func:`~neuralode_tf.solve` picks for ``field`` with these solve settings
     (:func:`~neuralode_tf.numerics.resolve_backend`, which raises if there is none)."""
-    options = {k: settings[k] for k in ("adjoint", "substep", "seminorm", "per_sample") if k in settings}
+    options = {k: settings[k] for k in ("gradient", "substep", "seminorm", "per_sample") if k in settings}
     return resolve_backend(field, settings["method"], settings.get("backend", "auto"), **options)
 
 

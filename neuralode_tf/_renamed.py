@@ -6,7 +6,7 @@ import warnings
 from collections.abc import Mapping
 from typing import TypeVar
 
-__all__ = ["renamed", "RenamedKeys"]
+__all__ = ["renamed", "renamed_keyword", "RenamedKeys"]
 
 V = TypeVar("V")
 
@@ -23,6 +23,29 @@ def renamed(kind: str, name: str, renames: Mapping[str, str], *, stacklevel: int
         stacklevel=stacklevel,
     )
     return new
+
+
+def renamed_keyword(new: str, value: V | None, old: str, old_value: V | None, *, default: V, stacklevel: int = 3) -> V:
+    """The value of the keyword ``new``, or of its deprecated old name ``old`` (which warns with a
+    :class:`DeprecationWarning`; ``stacklevel`` as :func:`warnings.warn` takes it from here, 3: the line that called
+    the function calling this one); ``default`` if neither is given.
+
+    Raises:
+        TypeError: both are given.
+    """
+    if old_value is None:
+        return default if value is None else value
+    if value is not None:
+        raise TypeError(
+            f"{new}={value!r} and {old}={old_value!r} both given: {old} is the deprecated old name of {new}; "
+            f"pass {new} alone"
+        )
+    warnings.warn(
+        f"{old}= is deprecated and will be removed in the next release: pass {new}={old_value!r} instead",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
+    return old_value
 
 
 class RenamedKeys(dict[str, V]):

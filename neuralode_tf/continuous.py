@@ -10,6 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from ._checks import SOLVE_OPTIONS, backend_for, bind_calls, check_conditioning, check_solve_settings
+from ._renamed import renamed_keyword
 from ._tree import stack, unstack
 from ._typing import State
 from .numerics import (
@@ -49,7 +50,7 @@ class ContinuousDepth(nn.Module):
         method, steps, step_size: As in :func:`~neuralode_tf.solve`. A fixed-grid method given
             neither ``steps`` nor ``step_size`` takes unit steps, so the default, Euler, computes
             one residual block per unit of depth-time.
-        **solve_options: Any further argument of :func:`~neuralode_tf.solve` (``adjoint``,
+        **solve_options: Any further argument of :func:`~neuralode_tf.solve` (``gradient``,
             ``backend``, ``rtol``, ``substep``, ...).
 
     Raises:
@@ -58,7 +59,7 @@ class ContinuousDepth(nn.Module):
             :func:`~neuralode_tf.solve`.
         ~neuralode_tf.numerics.InvalidTimesError: ``t0``/``t1`` are not finite or ``t1 <= t0``.
         ~neuralode_tf.numerics.SolverConfigError: no backend supports ``method`` with these ``backend``,
-            ``adjoint``, ``substep``, ... (the values ``solve`` checks against the state and the grid, such
+            ``gradient``, ``substep``, ... (the values ``solve`` checks against the state and the grid, such
             as ``steps`` and ``step_size``, are checked at the first forward).
 
     Attributes:
@@ -97,7 +98,9 @@ class ContinuousDepth(nn.Module):
         check_field(field, module=True)
         self.field = field
         self.t0, self.t1 = check_times((t0, t1), names=("t0", "t1"))
-        self._solve_options = _with_unit_steps(dict(method=method, steps=steps, step_size=step_size, **solve_options))
+        options = dict(method=method, steps=steps, step_size=step_size, **solve_options)
+        options = _adjoint_as_gradient(options, stacklevel=4)
+        self._solve_options = _with_unit_steps(options)
         check_solve_settings(field, self._solve_options)
         self.stats: Stats | None = None
         self.regularization: Tensor | None = None
@@ -127,8 +130,7 @@ class ContinuousDepth(nn.Module):
             TypeError: a keyword is not a solve option.
             ~neuralode_tf.numerics.SolverConfigError: no backend supports the resulting settings.
         """
-        options = self._updated(options)
-        self._solve_options = options
+        self._solve_options = self._updated(_adjoint_as_gradient(options, stacklevel=4))
         return self
 
     def _updated(self, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -174,8 +176,8 @@ class ContinuousDepth(nn.Module):
         if any(value is not None for value in conditioning.values()) and self._backsolves_per_sample():
             raise SolverConfigError(
                 "torchode's backsolve adjoint evaluates the field one sample at a time (vmap), which per-batch "
-                "conditioning (masks, memory) cannot follow; use backend='torchdiffeq' for adjoint='adjoint', "
-                "or adjoint='backprop'/'checkpoint'"
+                "conditioning (masks, memory) cannot follow; use backend='torchdiffeq' for gradient='adjoint', "
+                "or gradient='backprop'/'checkpoint'"
             )
         for bind, keywords in calls:
             bind(**keywords)
@@ -193,7 +195,7 @@ class ContinuousDepth(nn.Module):
         integer depth of a stack solved with whole steps) costs no evaluation; elsewhere at most two per step
         touched. For per-layer readouts, deep supervision and probing. With an augmented field each state is
         its ``final_state`` (the tokens). ``stats`` and ``regularization`` are those of this solve. Needs what
-        dense output needs: ``adjoint="backprop"``, no ``compile`` and a backend that records its steps.
+        dense output needs: ``gradient="backprop"``, no ``compile`` and a backend that records its steps.
         """
         if isinstance(t, Tensor) and t.ndim != 1:
             raise InvalidTimesError(f"t must be a 1-D sequence of depth-times, got shape {tuple(t.shape)}")
@@ -204,11 +206,25 @@ class ContinuousDepth(nn.Module):
 
     def _backsolves_per_sample(self) -> bool:
         settings = self._solve_options
-        return settings.get("adjoint") == "adjoint" and backend_for(self.field, settings) == "torchode"
+        return settings.get("gradient") == "adjoint" and backend_for(self.field, settings) == "torchode"
 
     def extra_repr(self) -> str:
         settings = ", ".join(f"{k}={v!r}" for k, v in self._solve_options.items())
         return f"t0={self.t0}, t1={self.t1}, {settings}"
+
+
+def _adjoint_as_gradient(options: dict[str, Any], stacklevel: int) -> dict[str, Any]:
+    """``options`` with the deprecated ``adjoint`` given as ``gradient`` (:func:`~neuralode_tf.solve`'s rule: a
+    ``DeprecationWarning``, at ``stacklevel`` from here; a ``TypeError`` if both are given)."""
+    if "adjoint" not in options:
+        return options
+    options = dict(options)
+    adjoint = options.pop("adjoint")
+    if adjoint is not None:
+        options["gradient"] = renamed_keyword(
+            "gradient", options.get("gradient"), "adjoint", adjoint, default="backprop", stacklevel=stacklevel
+        )
+    return options
 
 
 def _with_unit_steps(options: dict[str, Any]) -> dict[str, Any]:
@@ -237,6 +253,7 @@ def set_solve_options(model: nn.Module, **options: Any) -> nn.Module:
     stacks = [module for module in model.modules() if isinstance(module, ContinuousDepth)]
     if not stacks:
         raise ValueError(f"{type(model).__name__} holds no ContinuousDepth module: there is no solver to change")
+    options = _adjoint_as_gradient(options, stacklevel=4)
     updated = [module._updated(options) for module in stacks]
     for module, settings in zip(stacks, updated):
         module._solve_options = settings

@@ -16,12 +16,12 @@ from tests._huggingface import max_diff
 
 
 def check_adjoint_gradients(hf_model: Any, ids: torch.Tensor, mask: torch.Tensor) -> None:
-    """``adjoint="adjoint"`` (torchdiffeq, dopri5) gives the gradients of backpropagating through the same solve, to
+    """``gradient="adjoint"`` (torchdiffeq, dopri5) gives the gradients of backpropagating through the same solve, to
     its tolerance, on the real positions of ``mask``."""
     gradients = []
     for adjoint in ("backprop", "adjoint"):
         hf_model.zero_grad(set_to_none=True)
-        converted = from_transformers(hf_model, method="dopri5", rtol=1e-8, atol=1e-8, adjoint=adjoint)
+        converted = from_transformers(hf_model, method="dopri5", rtol=1e-8, atol=1e-8, gradient=adjoint)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", CausalityWarning)
             (converted(ids, mask) * mask[..., None]).square().sum().backward()

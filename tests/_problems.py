@@ -36,7 +36,7 @@ def tokens(batch: int = 2, n: int = 8, dim: int = 16, dtype: torch.dtype = torch
 def backward_grads(loss: torch.Tensor, leaves: list[torch.Tensor]) -> tuple[torch.Tensor | None, ...]:
     """``torch.autograd.grad(loss, leaves)``, computed by ``loss.backward()``.
 
-    On XLA, ``adjoint="checkpoint"`` runs torch_xla's reentrant checkpoint, which refuses
+    On XLA, ``gradient="checkpoint"`` runs torch_xla's reentrant checkpoint, which refuses
     ``torch.autograd.grad``; ``backward()`` works on every device. The leaves' ``.grad`` are reset.
     """
     for leaf in leaves:
@@ -57,7 +57,7 @@ def torchode_backprop_on_xla(device: torch.device, settings: dict) -> bool:
     """
     from neuralode_tf.numerics import methods, resolve_backend
 
-    if device.type != "xla" or settings.get("adjoint", "backprop") != "backprop":
+    if device.type != "xla" or settings.get("gradient", "backprop") != "backprop":
         return False
     if settings["method"] not in methods("torchode"):
         return False

@@ -117,11 +117,11 @@ def tuple_reference(problem, _references):
     "kwargs",
     [
         dict(method="rk4", steps=50),
-        dict(method="rk4", steps=50, adjoint="checkpoint"),
+        dict(method="rk4", steps=50, gradient="checkpoint"),
         dict(method="dopri5", rtol=1e-9, atol=1e-9),
-        dict(method="dopri5", rtol=1e-9, atol=1e-9, adjoint="adjoint"),
+        dict(method="dopri5", rtol=1e-9, atol=1e-9, gradient="adjoint"),
         dict(method="dopri5", rtol=1e-9, atol=1e-9, backend="torchode"),
-        dict(method="dopri5", rtol=1e-9, atol=1e-9, backend="torchode", adjoint="adjoint"),
+        dict(method="dopri5", rtol=1e-9, atol=1e-9, backend="torchode", gradient="adjoint"),
         dict(method="tsit5", rtol=1e-9, atol=1e-9, per_sample=False),
     ],
     ids=lambda k: "-".join(str(v) for v in k.values()),
@@ -158,7 +158,7 @@ def test_torchode_backsolve_with_a_float32_state(device):
     field = transformer_field(dtype=torch.float32, device=device)
     x = tokens(dtype=torch.float32, device=device).requires_grad_()
     solve(
-        field, x, [0.0, 1.0], method="dopri5", backend="torchode", adjoint="adjoint", rtol=1e-5, atol=1e-5
+        field, x, [0.0, 1.0], method="dopri5", backend="torchode", gradient="adjoint", rtol=1e-5, atol=1e-5
     ).y1.sum().backward()
     assert x.grad is not None and torch.isfinite(x.grad).all()
 
@@ -215,5 +215,5 @@ def test_adjoint_counts_the_forward_of_every_piece_as_forward(backend, device):
     y0 = tokens(device=device)
     settings = dict(method="dopri5", backend=backend, rtol=1e-5, atol=1e-5)
     backprop = solve(field, y0, [0.0, 2.0], **settings)
-    adjoint = solve(field, y0, [0.0, 2.0], adjoint="adjoint", **settings)
+    adjoint = solve(field, y0, [0.0, 2.0], gradient="adjoint", **settings)
     assert adjoint.stats.nfe == backprop.stats.nfe and adjoint.stats.nfe_backward == 0

@@ -334,8 +334,8 @@ def test_bad_arguments_raise_clear_errors(device):
             model.generate(tokens, **kwargs)
     with pytest.raises(ValueError, match="prompt must be"):
         model.generate(tokens[:, :0], 1)
-    with pytest.raises(ValueError, match="adjoint='backprop'"):
-        build(adjoint="checkpoint").to(device)(tokens, kv_cache=KVCache())
+    with pytest.raises(ValueError, match="gradient='backprop'"):
+        build(gradient="checkpoint").to(device)(tokens, kv_cache=KVCache())
     with pytest.raises(ValueError, match="not supported with compile"):
         build(method="euler", compile=True).to(device).generate(tokens, 1)
     mlp_only = build(field=as_field(MLPBranch(16)), positions="learned").to(device)

@@ -1,4 +1,4 @@
-"""``solve(..., adjoint="checkpoint", checkpoints=c)``: binomial checkpointing with a budget of stored states.
+"""``solve(..., gradient="checkpoint", checkpoints=c)``: binomial checkpointing with a budget of stored states.
 
 For every budget the gradients are backprop's (max-abs <= 1e-12 in float64; on the CPU they are bitwise
 equal), backward recomputes ``r N - C(c + r, r - 1)`` steps (``numerics._checkpointing``), and the states
@@ -61,7 +61,7 @@ def test_budget_gives_backprop_gradients_with_the_documented_recomputations_and_
     field, x, reference = _backprop(device, method, steps)
     c = steps if budget == "N" else budget
     grads, stats, stored = _solve_and_differentiate(
-        field, x, [0.0, 1.0], steps=steps, adjoint="checkpoint", checkpoints=c, **METHODS[method]
+        field, x, [0.0, 1.0], steps=steps, gradient="checkpoint", checkpoints=c, **METHODS[method]
     )
     assert _max_abs(grads, reference) <= 1e-12
     evaluations_per_step = stats.nfe // steps
@@ -77,7 +77,7 @@ def test_budget_with_states_at_requested_times(budget, device):
     field, x = transformer_field(device=device), tokens(device=device)
     times, settings = [0.0, 0.3, 0.5, 1.0], dict(method="lie_trotter", substep="heun", step_size=1 / 7)
     reference, plain, _ = _solve_and_differentiate(field, x, times, **settings)
-    grads, stats, _ = _solve_and_differentiate(field, x, times, adjoint="checkpoint", checkpoints=budget, **settings)
+    grads, stats, _ = _solve_and_differentiate(field, x, times, gradient="checkpoint", checkpoints=budget, **settings)
     assert _max_abs(grads, reference) <= 1e-12
     steps = plain.n_accepted  # 3 + 2 + 4: each interval in steps of at most 1/7
     assert steps == 9 and stats.nfe_backward == recomputed_steps(steps, budget) * stats.nfe // steps
@@ -89,7 +89,9 @@ def test_default_halving_keeps_about_log2_states(steps, device):
     ``1 + log2(N) / 2`` times."""
     _skip_on_xla(device)
     field, x = transformer_field(device=device), tokens(device=device)
-    _, stats, stored = _solve_and_differentiate(field, x, [0.0, 1.0], method="euler", steps=steps, adjoint="checkpoint")
+    _, stats, stored = _solve_and_differentiate(
+        field, x, [0.0, 1.0], method="euler", steps=steps, gradient="checkpoint"
+    )
     assert 1 <= stored <= math.ceil(math.log2(steps)) + 1
     assert steps <= stats.nfe_backward <= steps * (1 + math.log2(steps) / 2)
 
@@ -118,15 +120,15 @@ def test_documented_count_is_the_least_any_schedule_with_the_budget_reaches():
 def test_checkpoints_must_be_a_positive_integer(bad, device):
     field, x = transformer_field(device=device), tokens(device=device)
     with pytest.raises(SolverConfigError, match=r"checkpoints must be a positive integer .* got"):
-        solve(field, x, [0.0, 1.0], method="euler", steps=4, adjoint="checkpoint", checkpoints=bad)
+        solve(field, x, [0.0, 1.0], method="euler", steps=4, gradient="checkpoint", checkpoints=bad)
 
 
-@pytest.mark.parametrize("settings", [dict(method="euler", steps=4), dict(method="dopri5", adjoint="adjoint")])
+@pytest.mark.parametrize("settings", [dict(method="euler", steps=4), dict(method="dopri5", gradient="adjoint")])
 def test_checkpoints_needs_adjoint_checkpoint(settings, device):
     field, x = transformer_field(device=device), tokens(device=device)
-    with pytest.raises(SolverConfigError, match=r"checkpoints=3 is the budget of adjoint='checkpoint'"):
+    with pytest.raises(SolverConfigError, match=r"checkpoints=3 is the budget of gradient='checkpoint'"):
         solve(field, x, [0.0, 1.0], checkpoints=3, **settings)
-    with pytest.raises(SolverConfigError, match=r"checkpoints=3 is the budget of adjoint='checkpoint'"):
+    with pytest.raises(SolverConfigError, match=r"checkpoints=3 is the budget of gradient='checkpoint'"):
         ContinuousDepth(field, checkpoints=3, **settings)
 
 
@@ -134,7 +136,7 @@ def test_a_budget_that_nests_too_deep_is_refused(device):
     """One state for 66 steps recomputes the first step 65 times, inside 65 nested checkpoints."""
     _skip_on_xla(device)
     field, x = transformer_field(device=device), tokens(device=device)
-    settings = dict(method="euler", adjoint="checkpoint", checkpoints=1)
+    settings = dict(method="euler", gradient="checkpoint", checkpoints=1)
     solve(field, x, [0.0, 1.0], steps=65, **settings)  # 64 times: allowed
     with pytest.raises(SolverConfigError, match=r"checkpoints=1 for 66 steps would recompute .* checkpoints >= 2"):
         solve(field, x, [0.0, 1.0], steps=66, **settings)
@@ -145,14 +147,14 @@ def test_checkpoints_on_xla_is_refused(device):
         pytest.skip("XLA only: elsewhere checkpoints nest")
     field, x = transformer_field(device=device), tokens(device=device)
     with pytest.raises(SolverConfigError, match=r"checkpoints=2 nests checkpoints"):
-        solve(field, x, [0.0, 1.0], method="euler", steps=4, adjoint="checkpoint", checkpoints=2)
+        solve(field, x, [0.0, 1.0], method="euler", steps=4, gradient="checkpoint", checkpoints=2)
 
 
 def test_continuous_depth_forwards_checkpoints(device):
     _skip_on_xla(device)
     field, x = transformer_field(device=device), tokens(device=device)
     grads = {}
-    for name, settings in {"backprop": {}, "budget": dict(adjoint="checkpoint", checkpoints=2)}.items():
+    for name, settings in {"backprop": {}, "budget": dict(gradient="checkpoint", checkpoints=2)}.items():
         model = ContinuousDepth(field, method="midpoint", steps=7, **settings)
         x_ = x.detach().requires_grad_()
         grads[name] = backward_grads(model(x_).square().sum(), [x_, *field.parameters()])

@@ -34,7 +34,7 @@ def _outputs_and_grads(field, x, **settings):
     [
         ("parallel", dict(method="rk4", steps=4)),
         ("split", dict(method="lie_trotter", step_size=1.0)),
-        ("split", dict(method="strang", steps=2, substep="midpoint", adjoint="checkpoint")),
+        ("split", dict(method="strang", steps=2, substep="midpoint", gradient="checkpoint")),
         ("parallel", dict(method="euler", steps=4, compile={"guard_filter_fn": _SKIP_MODULE_GUARDS})),
     ],
 )

@@ -77,16 +77,16 @@ def test_continuous_depth_refuses_bad_times_when_built(times, error, match, devi
     "settings, error, match",
     [
         (
-            dict(adjiont="checkpoint"),
+            dict(gradeint="checkpoint"),
             TypeError,
-            r"unknown solve setting 'adjiont' \(did you mean 'adjoint'\?\); valid: ",
+            r"unknown solve setting 'gradeint' \(did you mean 'gradient'\?\); valid: ",
         ),
         (dict(rtool=1e-3), TypeError, r"unknown solve setting 'rtool' \(did you mean 'rtol'\?\)"),
         (dict(t=[0.0, 1.0]), TypeError, "'t' is not a solve setting"),
         (dict(method="rk5"), SolverConfigError, "unknown method 'rk5'"),
         (dict(backend="jax"), SolverConfigError, "unknown backend 'jax'"),
-        (dict(adjoint="reverse"), SolverConfigError, "unknown gradient method adjoint='reverse'"),
-        (dict(method="lie_trotter", adjoint="adjoint"), SolverConfigError, "no backend supports"),
+        (dict(gradient="reverse"), SolverConfigError, "unknown gradient='reverse'"),
+        (dict(method="lie_trotter", gradient="adjoint"), SolverConfigError, "no backend supports"),
         (dict(method="euler", substep="rk4"), SolverConfigError, "substep applies to the splitting methods"),
     ],
 )

@@ -96,8 +96,8 @@ def test_dense_output_refuses_what_it_cannot_do(device):
     cases = [
         (dict(method="dopri5", backend="torchode"), r"dense=True is not offered for method 'dopri5' on 'torchode'"),
         (dict(method="dopri8"), r"not offered for method 'dopri8' on 'torchdiffeq'.*torchdiffeq: .*dopri5"),
-        (dict(method="dopri5", adjoint="adjoint"), r"adjoint='adjoint' does not keep"),
-        (dict(method="rk4", steps=4, adjoint="checkpoint"), r"adjoint='checkpoint' does not keep"),
+        (dict(method="dopri5", gradient="adjoint"), r"gradient='adjoint' does not keep"),
+        (dict(method="rk4", steps=4, gradient="checkpoint"), r"gradient='checkpoint' does not keep"),
         (dict(method="rk4", steps=4, compile=True), r"compile=False"),
         (dict(method="rk4", steps=4, dense=1), r"dense must be True or False"),
     ]

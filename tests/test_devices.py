@@ -35,7 +35,7 @@ def test_rk4_backward_matches_cpu(device: torch.device, adjoint: str) -> None:
     grads = []
     for field, dev in ((field_cpu, torch.device("cpu")), (field_dev, device)):
         y = y0.detach().to(dev).requires_grad_()
-        loss = neuralode_tf.solve(field, y, [0.0, 0.5, 1.0], method="rk4", steps=4, adjoint=adjoint).ys.square().sum()
+        loss = neuralode_tf.solve(field, y, [0.0, 0.5, 1.0], method="rk4", steps=4, gradient=adjoint).ys.square().sum()
         loss.backward()
         grads.append((y.grad.cpu(), [p.grad.cpu() for p in field.parameters()]))
     (gy_cpu, gp_cpu), (gy_dev, gp_dev) = grads

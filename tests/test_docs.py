@@ -57,3 +57,12 @@ def test_relative_links_resolve_in_the_repository():
             if path and not re.match(r"[a-z]+:", path) and not (page.parent / path).exists():
                 broken.append(f"{page.relative_to(ROOT)}: {target}")
     assert not broken, broken
+
+
+def test_the_gradient_method_has_one_name():
+    """How ``solve`` computes gradients is its ``gradient=``, the gradient method: no module or page calls it
+    anything else ("gradient mode")."""
+    pages = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *ROOT.joinpath("docs").rglob("*.md")]
+    files = [path for path in [*pages, *PACKAGE.rglob("*.py")] if path.is_file()]
+    saying = [str(path) for path in files if "gradient mode" in path.read_text(encoding="utf-8").lower()]
+    assert not saying, f"'gradient mode' (say 'gradient method'): {saying}"

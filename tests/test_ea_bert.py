@@ -173,14 +173,14 @@ def test_the_ode_starts_at_rest_in_the_first_block(device):
 
 
 def test_adjoint_gradients_match_backprop(device):
-    """``adjoint="adjoint"`` (torchdiffeq) integrates the gradient backwards through the augmented state, into the
+    """``gradient="adjoint"`` (torchdiffeq) integrates the gradient backwards through the augmented state, into the
     Hugging Face parameters and the convolutions."""
     hf_model, converted = _ode(device, method="dopri5", rtol=1e-9, atol=1e-9)
     ids, mask = inputs("bert", "right", device, batch=2)
     gradients = []
     for adjoint in ("backprop", "adjoint"):
         converted.zero_grad(set_to_none=True)
-        neuralode_tf.set_solve_options(converted, adjoint=adjoint)
+        neuralode_tf.set_solve_options(converted, gradient=adjoint)
         converted(ids, mask).sin().sum().backward()
         gradients.append({name: p.grad.clone() for name, p in converted.named_parameters() if p.grad is not None})
     backprop, adjoint = gradients

@@ -152,16 +152,16 @@ def test_split_part_output_mismatch_names_the_part(device):
         (dict(method="rk5", steps=1), r"unknown method 'rk5'; valid: .*'dopri5'.*'euler'"),
         (dict(method="euler", steps=1, backend="jax"), r"unknown backend 'jax'; valid: 'auto', 'builtin'"),
         (
-            dict(method="euler", steps=1, adjoint="reverse"),
-            r"unknown gradient method adjoint='reverse'; valid: 'backprop'",
+            dict(method="euler", steps=1, gradient="reverse"),
+            r"unknown gradient='reverse'; valid: 'backprop', 'checkpoint', 'adjoint'",
         ),
         (
-            dict(method="dopri5", adjoint="checkpoint"),
-            r"no backend supports .*Valid combinations: builtin: .*adjoint 'backprop', 'checkpoint'",
+            dict(method="dopri5", gradient="checkpoint"),
+            r"no backend supports .*Valid combinations: builtin: .*gradient 'backprop', 'checkpoint'",
         ),
         (dict(method="tsit5", backend="torchdiffeq"), r"no backend supports method='tsit5', backend='torchdiffeq'"),
-        (dict(method="lie_trotter", steps=1, adjoint="adjoint"), "no backend supports"),
-        (dict(method="dopri5", seminorm=True), r"seminorm=True \(torchdiffeq with adjoint='adjoint' only\)"),
+        (dict(method="lie_trotter", steps=1, gradient="adjoint"), "no backend supports"),
+        (dict(method="dopri5", seminorm=True), r"seminorm=True \(torchdiffeq with gradient='adjoint' only\)"),
         (dict(method="dopri5", per_sample=True, backend="torchdiffeq"), r"per_sample=True \(torchode only\)"),
         (dict(method="euler"), "needs exactly one of step_size= or steps="),
         (dict(method="euler", steps=2, step_size=0.5), "needs exactly one of"),
@@ -193,7 +193,7 @@ def test_split_part_output_mismatch_names_the_part(device):
         (dict(method="dopri5", max_steps=True), "^max_steps must be a positive integer, got True"),
         (dict(method="dopri5", seminorm="yes"), "^seminorm must be True or False, got 'yes'"),
         (dict(method="dopri5", per_sample=1), "^per_sample must be True or False, got 1"),
-        (dict(method="scipy_solver"), "'scipy_solver' runs outside autograd, so adjoint='backprop' would give no"),
+        (dict(method="scipy_solver"), "'scipy_solver' runs outside autograd, so gradient='backprop' would give no"),
     ],
 )
 def test_bad_configuration(kwargs, match, device):
@@ -277,7 +277,7 @@ def test_splitting_needs_parts(method, device):
 def test_max_steps(backend, method, adjoint, device):
     with pytest.raises(MaxStepsExceededError, match=r"max_steps=5.* after \d+ evaluations"):
         field, y0 = Linear().to(device), _y0(device)
-        settings = dict(method=method, backend=backend, adjoint=adjoint, max_steps=5, rtol=1e-9, atol=1e-9)
+        settings = dict(method=method, backend=backend, gradient=adjoint, max_steps=5, rtol=1e-9, atol=1e-9)
         solve(field, y0, [0.0, 10.0], **settings)
 
 

@@ -95,11 +95,11 @@ def test_events_refuse_what_they_cannot_do(device):
 
 TIME_GRADIENT_SOLVERS = [
     dict(method="rk4", steps=100),
-    dict(method="rk4", steps=100, adjoint="checkpoint"),
+    dict(method="rk4", steps=100, gradient="checkpoint"),
     dict(method="dopri5", backend="torchdiffeq", rtol=1e-10, atol=1e-12),
-    dict(method="dopri5", backend="torchdiffeq", adjoint="adjoint", rtol=1e-10, atol=1e-12),
+    dict(method="dopri5", backend="torchdiffeq", gradient="adjoint", rtol=1e-10, atol=1e-12),
     dict(method="dopri5", backend="torchode", rtol=1e-10, atol=1e-12),
-    dict(method="dopri5", backend="torchode", adjoint="adjoint", rtol=1e-10, atol=1e-12),
+    dict(method="dopri5", backend="torchode", gradient="adjoint", rtol=1e-10, atol=1e-12),
 ]
 
 

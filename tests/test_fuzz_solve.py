@@ -107,9 +107,9 @@ def cases(draw: st.DrawFn, corrupt: bool) -> Case:
     own = [m for m in methods(backend) if m not in SPLITTING]
     foreign = ["rk5", *SPLITTING, *sorted({m for b in BACKENDS for m in methods(b)} - set(methods(backend)))]
     method = _pick(draw, corrupt, own, foreign)
-    others = [a for a in ("backprop", "checkpoint", "adjoint") if a not in GRADIENTS[backend]]
-    good = ["adjoint"] if method in OUTSIDE_AUTOGRAD else list(GRADIENTS[backend])  # backprop: no gradient
-    adjoint = _pick(draw, corrupt, good, [*others, "reverse", "backprop"])
+    others = [g for g in GRADIENTS if g not in get_backend(backend).gradients]
+    good = ["adjoint"] if method in OUTSIDE_AUTOGRAD else list(get_backend(backend).gradients)  # backprop: no gradient
+    gradient = _pick(draw, corrupt, good, [*others, "reverse", "backprop"])
     fixed, kw = method in FIXED_GRID_METHODS, {}
     t0 = draw(st.floats(-2.0, 2.0))
     increments = draw(st.lists(st.floats(0.05, 0.5), min_size=1, max_size=3))
@@ -124,7 +124,7 @@ def cases(draw: st.DrawFn, corrupt: bool) -> Case:
         field_dtype = _pick(draw, corrupt, [field_dtype], [torch.float64 if dtype == torch.float32 else torch.float32])
     per_sample_ok = backend == "torchode" and _batched(shapes)
     kw["per_sample"] = _pick(draw, corrupt, [False, *([True] if per_sample_ok else [])], [True, None])
-    seminorm_ok = backend == "torchdiffeq" and adjoint == "adjoint"
+    seminorm_ok = backend == "torchdiffeq" and gradient == "adjoint"
     kw["seminorm"] = _pick(draw, corrupt, [False, *([True] if seminorm_ok else [])], [True])
     if fixed:
         good = [{"steps": draw(st.integers(1, 6))}, {"step_size": draw(st.floats(0.1, 0.6))}]
@@ -154,14 +154,14 @@ def cases(draw: st.DrawFn, corrupt: bool) -> Case:
         requires_grad=floating and draw(st.booleans()),
         t=t,
         t_as_tensor=draw(st.booleans()),
-        kwargs=dict(kw, backend=backend, method=method, adjoint=adjoint),
+        kwargs=dict(kw, backend=backend, method=method, gradient=gradient),
     )
 
 
 def complaints(case: Case) -> list[tuple[type[SolveError], str]]:
     """The contract: for each wrong argument of ``case``, the error it raises and a pattern naming the argument."""
     kw, out = case.kwargs, []
-    backend, method, adjoint = kw["backend"], kw["method"], kw["adjoint"]
+    backend, method, gradient = kw["backend"], kw["method"], kw["gradient"]
     t = case.t
     if case.field_kind == "branch":
         out.append((InvalidFieldError, r"^field must be callable as field\(t, y\)"))
@@ -173,11 +173,11 @@ def complaints(case: Case) -> list[tuple[type[SolveError], str]]:
         out.append((InvalidTimesError, r"^t (must|needs)"))
     if kw["max_steps"] is True or not isinstance(kw["max_steps"], int) or kw["max_steps"] < 1:
         out.append((SolverConfigError, r"^max_steps must be a positive integer"))
-    if method not in methods(backend) or method in SPLITTING or adjoint not in GRADIENTS[backend]:
-        out.append((SolverConfigError, r"method|adjoint"))
-    if method in OUTSIDE_AUTOGRAD and adjoint == "backprop" and (case.field_kind == "module" or case.requires_grad):
-        out.append((SolverConfigError, r"adjoint='backprop' would give no gradient"))
-    if kw["seminorm"] and not (backend == "torchdiffeq" and adjoint == "adjoint"):
+    if method not in methods(backend) or method in SPLITTING or gradient not in get_backend(backend).gradients:
+        out.append((SolverConfigError, r"method|gradient"))
+    if method in OUTSIDE_AUTOGRAD and gradient == "backprop" and (case.field_kind == "module" or case.requires_grad):
+        out.append((SolverConfigError, r"gradient='backprop' would give no gradient"))
+    if kw["seminorm"] and not (backend == "torchdiffeq" and gradient == "adjoint"):
         out.append((SolverConfigError, r"seminorm=True"))
     if kw["per_sample"] and not (backend == "torchode" and _batched(case.shapes)):
         out.append((SolveError, r"per_sample=True"))
@@ -273,7 +273,7 @@ def _check(case: Case, device: torch.device) -> None:
         # Backprop through an adaptive solve differentiates the steps chosen for the solution, which on an all-zero
         # sample need not resolve the gradient; adjoints and fixed grids do. Finite, always.
         kw = case.kwargs
-        resolved = not case.zero_first_sample or kw["adjoint"] == "adjoint" or kw["method"] in FIXED_GRID_METHODS
+        resolved = not case.zero_first_sample or kw["gradient"] == "adjoint" or kw["method"] in FIXED_GRID_METHODS
         for grad in grads:
             error = (grad.double() - final).abs().max().item()
             assert math.isfinite(error) and (not resolved or error <= _bound(case, final))

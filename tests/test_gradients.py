@@ -19,14 +19,14 @@ REFERENCE = dict(method="rk4", steps=64)
 TIGHT = dict(rtol=1e-10, atol=1e-10)
 
 CASES = {
-    "builtin-checkpoint-rk4": dict(method="rk4", steps=64, adjoint="checkpoint"),
+    "builtin-checkpoint-rk4": dict(method="rk4", steps=64, gradient="checkpoint"),
     "torchdiffeq-backprop-dopri5": dict(method="dopri5", backend="torchdiffeq", **TIGHT),
-    "torchdiffeq-adjoint-dopri5": dict(method="dopri5", adjoint="adjoint", **TIGHT),
-    "torchdiffeq-adjoint-seminorm-dopri5": dict(method="dopri5", adjoint="adjoint", seminorm=True, **TIGHT),
-    "torchdiffeq-adjoint-rk4_38": dict(method="rk4_38", steps=64, adjoint="adjoint", backend="torchdiffeq"),
+    "torchdiffeq-adjoint-dopri5": dict(method="dopri5", gradient="adjoint", **TIGHT),
+    "torchdiffeq-adjoint-seminorm-dopri5": dict(method="dopri5", gradient="adjoint", seminorm=True, **TIGHT),
+    "torchdiffeq-adjoint-rk4_38": dict(method="rk4_38", steps=64, gradient="adjoint", backend="torchdiffeq"),
     "torchode-backprop-dopri5": dict(method="dopri5", backend="torchode", **TIGHT),
     "torchode-backprop-tsit5-joint": dict(method="tsit5", per_sample=False, **TIGHT),
-    "torchode-backsolve-dopri5": dict(method="dopri5", backend="torchode", adjoint="adjoint", **TIGHT),
+    "torchode-backsolve-dopri5": dict(method="dopri5", backend="torchode", gradient="adjoint", **TIGHT),
 }
 
 
@@ -66,7 +66,7 @@ def test_checkpointing_gives_backprop_gradients_exactly_for_splitting(device):
     field, x = transformer_field(device=device), tokens(device=device)
     kwargs = dict(method="strang", substep="midpoint", steps=5)
     plain = gradients(field, x, **kwargs)
-    checkpointed = gradients(field, x, adjoint="checkpoint", **kwargs)
+    checkpointed = gradients(field, x, gradient="checkpoint", **kwargs)
     for a, b in zip(plain, checkpointed):
         assert (a - b).abs().max().item() <= 1e-12
 
@@ -77,7 +77,7 @@ def test_seminorm_needs_no_more_backward_evaluations(device):
     for seminorm in (False, True):
         x_ = x.detach().requires_grad_()
         solution = solve(
-            field, x_, [0.0, 1.0], method="dopri5", adjoint="adjoint", seminorm=seminorm, rtol=1e-7, atol=1e-7
+            field, x_, [0.0, 1.0], method="dopri5", gradient="adjoint", seminorm=seminorm, rtol=1e-7, atol=1e-7
         )
         solution.y1.square().sum().backward()
         counts[seminorm] = solution.stats.nfe_backward
@@ -91,7 +91,7 @@ def test_checkpoint_counts_its_recomputations(steps, device):
     field, x = transformer_field(device=device), tokens(device=device).requires_grad_()
     calls = []
     counted = lambda t, y: calls.append(1) or field(t, y)  # noqa: E731
-    solution = solve(counted, x, [0.0, 1.0], method="rk4", steps=steps, adjoint="checkpoint")
+    solution = solve(counted, x, [0.0, 1.0], method="rk4", steps=steps, gradient="checkpoint")
     forward_calls = len(calls)
     solution.y1.square().sum().backward()
     assert solution.stats.nfe == forward_calls == 4 * steps
@@ -101,7 +101,7 @@ def test_checkpoint_counts_its_recomputations(steps, device):
 
 GRADCHECK = {
     "builtin-rk4": dict(method="rk4", steps=2),
-    "builtin-checkpoint-strang": dict(method="strang", substep="rk4", steps=2, adjoint="checkpoint"),
+    "builtin-checkpoint-strang": dict(method="strang", substep="rk4", steps=2, gradient="checkpoint"),
     "torchdiffeq-dopri5": dict(method="dopri5", rtol=1e-8, atol=1e-8),
     "torchode-dopri5": dict(method="dopri5", backend="torchode", rtol=1e-8, atol=1e-8),
 }
@@ -110,10 +110,10 @@ GRADCHECK = {
 @pytest.mark.parametrize("name", list(GRADCHECK))
 def test_gradcheck_on_a_tiny_field(name, device):
     skip_torchode_backprop_on_xla(device, GRADCHECK[name])
-    if device.type == "xla" and GRADCHECK[name].get("adjoint") == "checkpoint":
+    if device.type == "xla" and GRADCHECK[name].get("gradient") == "checkpoint":
         pytest.skip(
             "XLA: torch.autograd.grad (which gradcheck calls) is not supported through torch_xla's reentrant "
-            "checkpoint, which adjoint='checkpoint' runs there"
+            "checkpoint, which gradient='checkpoint' runs there"
         )
     field = transformer_field(dim=4, num_heads=2, device=device)
     names = [n for n, _ in field.named_parameters()]

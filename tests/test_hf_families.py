@@ -149,7 +149,7 @@ def test_more_steps_per_block_converge_at_the_method_order(name, method, substep
 
 @pytest.mark.parametrize("name", NAMES)
 def test_adjoint_gradients_match_backprop(name, device):
-    """``adjoint="adjoint"`` (torchdiffeq, dopri5) integrates the gradient backwards through the Hugging Face
+    """``gradient="adjoint"`` (torchdiffeq, dopri5) integrates the gradient backwards through the Hugging Face
     parameters: the gradients of backpropagating through the same solve, to its tolerance (of a smooth field, as for
     the orders: an adaptive solve across ReLU's kinks or an expert swap meets a jump of the field's derivative)."""
     hf_model = model(name, "base", **two_blocks(name), **ZOO[name].smooth).to(device)

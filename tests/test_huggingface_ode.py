@@ -86,6 +86,6 @@ def test_an_adaptive_solve_of_a_decoder_warns_that_it_is_not_exactly_causal(devi
 
 @pytest.mark.parametrize("family", ["gpt2", "qwen3"])
 def test_adjoint_gradients_match_backprop(family, device):
-    """``adjoint="adjoint"`` (torchdiffeq) integrates the gradient backwards through the Hugging Face parameters."""
+    """``gradient="adjoint"`` (torchdiffeq) integrates the gradient backwards through the Hugging Face parameters."""
     hf_model = model(family, "base", **two_blocks(family)).to(device)
     check_adjoint_gradients(hf_model, *inputs(family, "right", device, batch=2))

@@ -136,9 +136,9 @@ def test_continuous_depth_reports_the_cost_and_it_trains_the_field(device):
 
 ADAPTIVE = dict(method="dopri5", rtol=1e-9, atol=1e-9)
 GRADIENT_METHODS = [  # (reference by backprop, the same solve differentiated otherwise, tolerance)
-    (dict(method="rk4", steps=4), dict(adjoint="checkpoint"), 1e-12),
-    (dict(ADAPTIVE, backend="torchdiffeq"), dict(adjoint="adjoint"), 1e-6),
-    (dict(ADAPTIVE, backend="torchode", per_sample=False), dict(adjoint="adjoint"), 1e-6),
+    (dict(method="rk4", steps=4), dict(gradient="checkpoint"), 1e-12),
+    (dict(ADAPTIVE, backend="torchdiffeq"), dict(gradient="adjoint"), 1e-6),
+    (dict(ADAPTIVE, backend="torchode", per_sample=False), dict(gradient="adjoint"), 1e-6),
 ]
 
 
@@ -160,7 +160,7 @@ def test_gradient_methods_agree_with_backprop(reference, other, tolerance, devic
 def test_torchodes_per_sample_backsolve_is_refused_by_name(device):
     field, x = transformer_field(dim=8, device=device), tokens(n=4, dim=8, device=device)
     model = ContinuousDepth(
-        JacobianFrobenius(field), **ADAPTIVE, backend="torchode", per_sample=True, adjoint="adjoint"
+        JacobianFrobenius(field), **ADAPTIVE, backend="torchode", per_sample=True, gradient="adjoint"
     )
     with pytest.raises(ValueError, match="per-sample backsolve.* is not supported: use per_sample=False"):
         (model(x).sum() + regularization(model)).backward()

@@ -59,13 +59,13 @@ REFERENCE = dict(method="rk4", steps=64)
 CONFIGS = [
     dict(method="rk4", steps=8),
     dict(method="strang", substep="rk4", steps=32),
-    dict(method="rk4", steps=8, adjoint="checkpoint"),
+    dict(method="rk4", steps=8, gradient="checkpoint"),
     dict(method="dopri5", backend="torchdiffeq", rtol=1e-7, atol=1e-7),
-    dict(method="dopri5", backend="torchdiffeq", rtol=1e-7, atol=1e-7, adjoint="adjoint"),
-    dict(method="dopri5", backend="torchdiffeq", rtol=1e-7, atol=1e-7, adjoint="adjoint", seminorm=True),
+    dict(method="dopri5", backend="torchdiffeq", rtol=1e-7, atol=1e-7, gradient="adjoint"),
+    dict(method="dopri5", backend="torchdiffeq", rtol=1e-7, atol=1e-7, gradient="adjoint", seminorm=True),
     dict(method="dopri5", backend="torchode", rtol=1e-7, atol=1e-7),
     dict(method="tsit5", backend="torchode", rtol=1e-7, atol=1e-7, per_sample=False),
-    dict(method="dopri5", backend="torchode", rtol=1e-7, atol=1e-7, adjoint="adjoint"),
+    dict(method="dopri5", backend="torchode", rtol=1e-7, atol=1e-7, gradient="adjoint"),
 ]
 
 
@@ -97,7 +97,7 @@ def test_adjoint_gradients_of_loss_plus_transport_cost_match_backprop(device):
     params = list(field.parameters())
     grads = {}
     for adjoint in ("backprop", "adjoint"):
-        model = ContinuousDepth(KineticEnergy(field, 1.0), method="dopri5", rtol=1e-10, atol=1e-10, adjoint=adjoint)
+        model = ContinuousDepth(KineticEnergy(field, 1.0), method="dopri5", rtol=1e-10, atol=1e-10, gradient=adjoint)
         loss = model(x).square().mean() + regularization(model)
         grads[adjoint] = torch.autograd.grad(loss, params)
     worst = max((a - b).abs().max().item() for a, b in zip(grads["backprop"], grads["adjoint"]))

@@ -51,10 +51,10 @@ ADAPTIVE = {
 }
 GRADIENTS = {
     "backprop": dict(method="rk4", steps=8),
-    "checkpoint": dict(method="rk4", steps=8, adjoint="checkpoint"),
-    "checkpoint-binomial": dict(method="rk4", steps=8, adjoint="checkpoint", checkpoints=2),
-    "torchdiffeq-adjoint": dict(method="dopri5", backend="torchdiffeq", adjoint="adjoint"),
-    "torchode-adjoint": dict(method="dopri5", backend="torchode", adjoint="adjoint"),
+    "checkpoint": dict(method="rk4", steps=8, gradient="checkpoint"),
+    "checkpoint-binomial": dict(method="rk4", steps=8, gradient="checkpoint", checkpoints=2),
+    "torchdiffeq-adjoint": dict(method="dopri5", backend="torchdiffeq", gradient="adjoint"),
+    "torchode-adjoint": dict(method="dopri5", backend="torchode", gradient="adjoint"),
     "torchode-backprop": dict(method="dopri5", backend="torchode"),
 }
 
@@ -160,7 +160,7 @@ def test_gradients_under_autocast_are_finite_and_close_to_float32(device, name):
         assert torch.isfinite(got).all() and got.dtype == torch.float32
         assert _rms(got - want) <= 4 * U * _rms(want)
     assert stats.nfe_backward <= float32_stats.nfe_backward
-    if options.get("adjoint") == "checkpoint":  # the recomputation runs under the forward's autocast state
+    if options.get("gradient") == "checkpoint":  # the recomputation runs under the forward's autocast state
         backprop, _ = _gradients(field, x, GRADIENTS["backprop"], autocast=True)
         assert all(torch.equal(a, b) for a, b in zip(autocast, backprop))
 
@@ -179,7 +179,7 @@ def _gradients(field: nn.Module, x: Tensor, options: dict, *, autocast: bool) ->
 
 STATE_16 = {
     "torchdiffeq-dopri5": dict(method="dopri5", backend="torchdiffeq"),
-    "torchdiffeq-adjoint": dict(method="dopri5", backend="torchdiffeq", adjoint="adjoint"),
+    "torchdiffeq-adjoint": dict(method="dopri5", backend="torchdiffeq", gradient="adjoint"),
     "torchode-dopri5": dict(method="dopri5", backend="torchode"),
 }
 
@@ -332,13 +332,14 @@ def test_continuous_depth_and_a_language_model_train_under_autocast(device):
     """A ContinuousDepth's output stays float32 (the solve's state), a CausalLM's logits are bfloat16 (its head is a
     matmul); both within bfloat16's precision of float32 (``3 U`` of the increment, and of the logits, which the head
     rounds to bfloat16 once more), with finite gradients for every parameter."""
-    depth = ContinuousDepth(_field(device, {"method": "rk4"}), t1=1.0, method="rk4", steps=4, adjoint="checkpoint")
+    depth = ContinuousDepth(_field(device, {"method": "rk4"}), t1=1.0, method="rk4", steps=4, gradient="checkpoint")
     x = _x(device)
     reference = depth(x)
     with _autocast(device):
         out = depth(x)
     assert out.dtype == torch.float32 and _rms(out - reference) <= 3 * U * _rms(reference - x)
-    model = CausalLM(32, 16, depth=2, num_heads=2, block_size=8, method="rk4", steps=4, adjoint="checkpoint").to(device)
+    model = CausalLM(32, 16, depth=2, num_heads=2, block_size=8, method="rk4", steps=4, gradient="checkpoint")
+    model = model.to(device)
     tokens = torch.randint(0, 32, (2, 8), device=device)
     reference = model(tokens)
     with _autocast(device):

@@ -140,7 +140,7 @@ def test_conditioning_with_torchode_backsolve_is_refused(device):
     from neuralode_tf.fields import SplitField
     from neuralode_tf.numerics import SolverConfigError
 
-    model = ContinuousDepth(SplitField(AttentionBranch(8, 2)), method="tsit5", adjoint="adjoint").to(device)
+    model = ContinuousDepth(SplitField(AttentionBranch(8, 2)), method="tsit5", gradient="adjoint").to(device)
     pad = torch.zeros(1, 3, dtype=torch.bool, device=device)
     x = torch.randn(1, 3, 8, device=device)
     with pytest.raises(SolverConfigError, match="one sample at a time"):

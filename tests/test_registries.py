@@ -1,7 +1,7 @@
 """Tests generated from the backend registry, and of the registry as an extension point.
 
 Every registered (backend, method) pair solves a small linear ODE to its expected accuracy, and every
-(backend, gradient mode) pair gives the gradients of backprop through the exact solution: a backend registered
+(backend, gradient method) pair gives the gradients of backprop through the exact solution: a backend registered
 in ``neuralode_tf/numerics/backends/`` is tested by these without a line here. :func:`solve`'s docstring lists
 the built-in methods per backend, checked against the registry. A toy backend registered in this module shows
 that a backend is one :class:`Backend` and one :func:`register_backend` call.
@@ -24,7 +24,6 @@ from neuralode_tf import solve
 from neuralode_tf.numerics import (
     BACKENDS,
     FIXED_GRID_METHODS,
-    GRADIENT_MODES,
     GRADIENTS,
     SPLITTING_SCHEMES,
     TABLEAUS,
@@ -106,18 +105,18 @@ def _bound(backend: Backend, method: str) -> float:
 
 
 METHOD_CASES = [(b, m) for b in BACKENDS for m in methods(b)]
-GRADIENT_CASES = [(b, g) for b in BACKENDS for g in GRADIENTS[b]]
+GRADIENT_CASES = [(b, g) for b in BACKENDS for g in get_backend(b).gradients]
 
 
 @pytest.mark.cpu_only("registry bookkeeping; no tensors")
-def test_the_cases_are_every_registered_method_and_gradient_mode():
-    """What the extending guide promises a new backend: its methods and gradient modes are tested from here."""
+def test_the_cases_are_every_registered_method_and_gradient_method():
+    """What the extending guide promises a new backend: its methods and gradient methods are tested from here."""
     import neuralode_tf.numerics.backends as package
 
     modules = {p.stem for p in Path(package.__file__).parent.glob("*.py") if p.stem != "__init__"}
     assert modules <= set(BACKENDS), f"backend modules that register nothing: {modules - set(BACKENDS)}"
     assert [(b, m) for b in BACKENDS for m in get_backend(b).methods] == METHOD_CASES
-    assert [(b, g) for b in BACKENDS for g in get_backend(b).gradients] == GRADIENT_CASES
+    assert {b for b, _ in GRADIENT_CASES} == set(BACKENDS) and {g for _, g in GRADIENT_CASES} <= set(GRADIENTS)
 
 
 @pytest.mark.parametrize("backend, method", METHOD_CASES)
@@ -145,9 +144,9 @@ def _gradients(field: _Linear, y0: torch.Tensor, solution) -> tuple[torch.Tensor
     return backward_grads((solution(field, y0)[1:] * weights).sum(), [y0, *field.parameters()])
 
 
-@pytest.mark.parametrize("backend, adjoint", GRADIENT_CASES)
-def test_every_backend_gradient_mode_matches_backprop_through_the_exact_solution(backend, adjoint, device):
-    settings = dict(_accurate(get_backend(backend)), backend=backend, adjoint=adjoint)
+@pytest.mark.parametrize("backend, gradient", GRADIENT_CASES)
+def test_every_backend_gradient_method_matches_backprop_through_the_exact_solution(backend, gradient, device):
+    settings = dict(_accurate(get_backend(backend)), backend=backend, gradient=gradient)
     skip_torchode_backprop_on_xla(device, settings)
     field, y0 = _problem(device)
     y0.requires_grad_()
@@ -155,7 +154,7 @@ def test_every_backend_gradient_mode_matches_backprop_through_the_exact_solution
     got = _gradients(field, y0, lambda f, y: solve(f, y, TIMES, **settings).ys)
     for g, r in zip(got, reference):
         rel = ((g - r).norm() / r.norm()).item()
-        assert rel <= 1e-5, f"{backend} {adjoint} ({settings['method']}): relative gradient error {rel:.2e}"
+        assert rel <= 1e-5, f"{backend} {gradient} ({settings['method']}): relative gradient error {rel:.2e}"
 
 
 def _method_lists(doc: str) -> dict[str, list[tuple[str, list[str]]]]:
@@ -187,7 +186,9 @@ def test_solve_docstring_lists_exactly_the_built_in_methods_per_backend():
 @pytest.mark.cpu_only("reads solve's signature and the registry; no tensors")
 def test_solve_signature_literals_match_the_registry():
     hints = typing.get_type_hints(solve)
-    assert typing.get_args(hints["adjoint"]) == GRADIENT_MODES
+    for name in ("gradient", "adjoint"):  # adjoint: the deprecated old name
+        literal, none = typing.get_args(hints[name])
+        assert typing.get_args(literal) == GRADIENTS and none is type(None)
     assert typing.get_args(hints["backend"]) == ("auto", *BACKENDS)
 
 
@@ -222,7 +223,7 @@ def toy():
 
 
 def test_a_registered_backend_solves_and_is_listed(toy, device):
-    assert BACKENDS[-1] == "toy" and methods("toy") == ("toy_euler",) and GRADIENTS["toy"] == ("backprop",)
+    assert BACKENDS[-1] == "toy" and methods("toy") == ("toy_euler",) and get_backend("toy").gradients == ("backprop",)
     assert "toy_euler" in FIXED_GRID_METHODS
     field, y0 = _problem(device)
     y0.requires_grad_()
@@ -258,14 +259,43 @@ def test_a_registered_backend_refuses_what_it_does_not_declare(toy, device):
     field, y0 = _problem(device)
     with pytest.raises(SolverConfigError, match=r"no backend supports method='euler', backend='toy'.*toy: methods"):
         solve(field, y0, TIMES, method="euler", steps=2, backend="toy")
-    with pytest.raises(SolverConfigError, match=r"no backend supports .*adjoint='checkpoint'"):
-        solve(field, y0, TIMES, method="toy_euler", steps=2, adjoint="checkpoint")
+    with pytest.raises(SolverConfigError, match=r"no backend supports .*gradient='checkpoint'"):
+        solve(field, y0, TIMES, method="toy_euler", steps=2, gradient="checkpoint")
     with pytest.raises(SolverConfigError, match="has no error control, so rtol would be ignored"):
         solve(field, y0, TIMES, method="toy_euler", steps=2, rtol=1e-3)
     with pytest.raises(SolverConfigError, match="compile=True applies to the built-in"):
         solve(field, y0, TIMES, method="toy_euler", steps=2, compile=True)
     with pytest.raises(SolverConfigError, match="options are passed to torchdiffeq, but this solve runs on 'toy'"):
         solve(field, y0, TIMES, method="toy_euler", steps=2, options={"first_step": 0.1})
+
+
+def test_the_chosen_backend_checks_what_only_it_knows(device):
+    """``Backend.check`` has its say once the backend is chosen, for that backend alone; ``substep`` reaches only the
+    methods a backend declares to take one."""
+    calls = []
+
+    def check(field, method, substep):
+        calls.append((method, substep))
+        if substep == "bad":
+            raise SolverConfigError(f"toy refuses substep={substep!r}")
+
+    field, y0 = _problem(device)
+    with pytest.raises(SolverConfigError, match=r"splitting methods 'lie_trotter', 'strang', not 'euler'"):
+        solve(field, y0, TIMES, method="euler", steps=2, substep="rk4")  # before the toy declares substeps
+    register_backend(dataclasses.replace(TOY, substep=frozenset({"toy_euler"}), check=check))
+    try:
+        solve(field, y0, TIMES, method="toy_euler", steps=2, substep="good")
+        solve(field, y0, TIMES, method="euler", steps=2)  # the built-in backend's: the toy's check is not asked
+        with pytest.raises(SolverConfigError, match="toy refuses substep='bad'"):
+            solve(field, y0, TIMES, method="toy_euler", steps=2, substep="bad")
+        with pytest.raises(SolverConfigError, match=r"methods 'lie_trotter', 'strang', 'toy_euler', not 'rk4'"):
+            solve(field, y0, TIMES, method="rk4", steps=2, substep="euler")
+    finally:
+        unregister_backend("toy")
+    assert calls == [("toy_euler", "good"), ("toy_euler", "bad")]
+    with pytest.raises(ValueError, match=r"substep \['n'\] are not among \['m'\]"):
+        Backend(name="x", methods=("m",), fixed_grid=frozenset(), gradients=("backprop",), solve=_toy_solve,
+                substep=frozenset({"n"}))  # fmt: skip
 
 
 def test_nan_in_a_registered_backend_is_located_by_a_replay(toy, device):

@@ -82,9 +82,9 @@ def test_gradients_through_the_solver(device):
         backprop = gradients(step_size, method)
         return ((gradients(step_size, method, **extra) - backprop).abs().max() / backprop.abs().max()).item()
 
-    assert error(1 / 4, adjoint="checkpoint") <= 1e-12
+    assert error(1 / 4, gradient="checkpoint") <= 1e-12
     # torchdiffeq's fourth-order method is Kutta's 3/8 rule (rk4_38), on both sides of the comparison.
-    coarse, fine = (error(h, "rk4_38", adjoint="adjoint", backend="torchdiffeq") for h in (1 / 4, 1 / 16))
+    coarse, fine = (error(h, "rk4_38", gradient="adjoint", backend="torchdiffeq") for h in (1 / 4, 1 / 16))
     assert fine < 0.5 * coarse and coarse < 2e-2
 
 

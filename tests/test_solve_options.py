@@ -45,10 +45,10 @@ def test_changed_module_computes_what_a_fresh_one_computes(device, options):
 
 
 def test_a_new_method_resets_the_method_options_and_keeps_the_gradient_options(device):
-    model = ContinuousDepth(_field(device), method="strang", steps=4, substep="midpoint", adjoint="checkpoint")
+    model = ContinuousDepth(_field(device), method="strang", steps=4, substep="midpoint", gradient="checkpoint")
     model.set_solve_options(method="euler")  # substep belongs to strang: refused by euler if it stayed
-    assert model.solve_options["adjoint"] == "checkpoint"
-    assert dict(model.solve_options) == dict(method="euler", step_size=1.0, adjoint="checkpoint")
+    assert model.solve_options["gradient"] == "checkpoint"
+    assert dict(model.solve_options) == dict(method="euler", step_size=1.0, gradient="checkpoint")
 
 
 def test_steps_and_step_size_are_one_setting(device):

@@ -40,9 +40,10 @@ def test_a_coupled_vector_is_one_system_on_every_backend_by_default(device):
     y0 = torch.linspace(-1.0, 1.0, 6, dtype=torch.float64, device=device)
     exact = torch.linalg.matrix_exp(field.A.detach()) @ y0
     for backend, method in (("torchode", "dopri5"), ("torchode", "tsit5"), ("torchdiffeq", "dopri5")):
-        for adjoint in ("backprop", "adjoint"):
-            y1 = solve(field, y0, [0.0, 1.0], method=method, backend=backend, adjoint=adjoint, rtol=1e-8, atol=1e-10).y1
-            assert max_abs(y1, exact) / float(exact.abs().max()) <= 1e-6, (backend, method, adjoint)
+        for gradient in ("backprop", "adjoint"):
+            settings = dict(method=method, backend=backend, gradient=gradient, rtol=1e-8, atol=1e-10)
+            y1 = solve(field, y0, [0.0, 1.0], **settings).y1
+            assert max_abs(y1, exact) / float(exact.abs().max()) <= 1e-6, (backend, method, gradient)
 
 
 class Layers(nn.Module):
@@ -156,11 +157,11 @@ def test_torchodes_adjoint_on_a_field_that_mixes_samples(device):
     for adjoint in ("backprop", "adjoint"):
         field.zero_grad()
         solve(
-            field, y0, [0.0, 1.0], method="dopri5", backend="torchode", adjoint=adjoint, rtol=1e-9, atol=1e-10
+            field, y0, [0.0, 1.0], method="dopri5", backend="torchode", gradient=adjoint, rtol=1e-9, atol=1e-10
         ).y1.sum().backward()
         grads[adjoint] = field.W.grad.clone()
     assert max_abs(grads["adjoint"], grads["backprop"]) <= 1e-6
-    solution = solve(field, y0, [0.0, 1.0], method="dopri5", backend="torchode", adjoint="adjoint", per_sample=True)
+    solution = solve(field, y0, [0.0, 1.0], method="dopri5", backend="torchode", gradient="adjoint", per_sample=True)
     with pytest.raises(
         FieldOutputError, match=r"under torch.func.vmap, one torchode sample at a time.*per_sample=False"
     ):

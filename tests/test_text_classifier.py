@@ -39,7 +39,7 @@ def test_text_classifier_padding_never_changes_the_logits(pooling, solve, device
 
 def test_text_classifier_takes_any_field_and_solve_settings(device):
     field = transformer_field(16, 4, 2, num_sets=2)
-    model = TextClassifier(20, 2, dim=16, depth=4, field=field, method="midpoint", steps=2, adjoint="checkpoint")
+    model = TextClassifier(20, 2, dim=16, depth=4, field=field, method="midpoint", steps=2, gradient="checkpoint")
     model.to(device)
     tokens = torch.randint(1, 20, (2, 5), device=device)
     model(tokens).sum().backward()

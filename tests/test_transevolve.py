@@ -189,7 +189,7 @@ def test_checkpointed_solve_gives_the_block_input_and_projections_their_gradient
     x0 = randn(B, N, D, device=device).requires_grad_()
     grads = {}
     for adjoint in ("backprop", "checkpoint"):
-        block = ContinuousDepth(field, t1=L, method="lie_trotter", adjoint=adjoint)
+        block = ContinuousDepth(field, t1=L, method="lie_trotter", gradient=adjoint)
         loss = block(x0, block_input=x0).square().sum()
         grads[adjoint] = torch.autograd.grad(loss, [x0, field.attention.w_q])
     assert grads["backprop"][1].abs().max().item() > 1e-3

@@ -46,7 +46,7 @@ class JacobianFrobenius(nn.Module):
     holds it for the whole solve, as RNODE does: for every ``ε``, ``E_ε j(T)`` is the solve's quadrature of
     ``(1/nd) ∫ ||∂f/∂x||_F² dt``, and adaptive solvers see a smooth ``dj/dt``. The probes come from
     ``generator`` (drawn on its device, then moved to the state's), else from torch's default generator on
-    the state's device. They stay until the next :meth:`initial_state`: with ``adjoint="adjoint"`` or
+    the state's device. They stay until the next :meth:`initial_state`: with ``gradient="adjoint"`` or
     ``"checkpoint"``, which evaluate the field again in backward, run backward before this module's next solve.
 
     **With the kinetic energy.** ``JacobianFrobenius(KineticEnergy(f, λ_K), λ_J)`` carries both integrals in
@@ -239,7 +239,7 @@ def _vector_jacobian_products(velocity: _Velocity, tokens: _Tensors, probes: _Te
     for each probe, leaf by leaf ``(P, *leaf.shape)``.
 
     By :func:`torch.func.vjp`, which runs under ``no_grad`` and ``vmap`` (torchode's backsolve) too; where
-    saved-tensor hooks are active (``adjoint="checkpoint"``), which ``torch.func`` refuses, by
+    saved-tensor hooks are active (``gradient="checkpoint"``), which ``torch.func`` refuses, by
     :func:`torch.autograd.grad`. While gradients are recorded, attention takes its math kernel."""
     with sdpa_kernel(SDPBackend.MATH) if torch.is_grad_enabled() else nullcontext():
         try:

@@ -16,7 +16,7 @@ What a model's ``forward`` takes follows its dataset's kind (images, tokens, poi
 
 Every model takes ``field``, the name of a reading of its own blocks (:data:`FIELDS`) or a ready-made field
 module, and the solve settings of its :class:`~neuralode_tf.ContinuousDepth` stack(s) (``method``, ``steps`` /
-``step_size``, ``adjoint``, ...). The default method with one Euler step per unit of depth-time
+``step_size``, ``gradient``, ...). The default method with one Euler step per unit of depth-time
 (``lie_trotter``, or ``euler`` for parallel blocks) computes the discrete network the field was read from. The
 classifiers split as timm's, ``forward = forward_head(forward_features(...))``; the encoder-decoders have
 ``encode`` and ``decode``. Padding masks are True at padding, named as in :class:`torch.nn.Transformer`

@@ -45,8 +45,8 @@ def check_cacheable(model: nn.Module) -> None:
             )
         if options.get("compile"):
             raise ValueError("the KV cache is not supported with compile=...: use cache=False")
-        if torch.is_grad_enabled() and options.get("adjoint", "backprop") != "backprop":
-            raise ValueError("a kv_cache under autograd needs adjoint='backprop': the others evaluate again")
+        if torch.is_grad_enabled() and options.get("gradient", "backprop") != "backprop":
+            raise ValueError("a kv_cache under autograd needs gradient='backprop': the others evaluate again")
 
 
 def sample_next(logits: Tensor, temperature: float, top_k: int | None, generator: torch.Generator | None) -> Tensor:

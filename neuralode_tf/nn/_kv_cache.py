@@ -78,7 +78,7 @@ class KVCache:
         if self._cursor is None:
             raise RuntimeError(
                 "a KVCache is used inside a forward pass (CausalLM.forward with kv_cache=...); this call is outside "
-                "one, e.g. a recomputation in a backward pass (adjoint='checkpoint' or 'adjoint')"
+                "one, e.g. a recomputation in a backward pass (gradient='checkpoint' or 'adjoint')"
             )
         if keys.shape[-2] != self._new:
             raise ValueError(f"the attention got {keys.shape[-2]} new tokens, the forward pass extends by {self._new}")

@@ -1,5 +1,6 @@
 """Numerics: one :func:`solve` over a registry of backends (the built-in fixed-grid and splitting integrators,
-torchdiffeq and torchode), with backprop, checkpointing or adjoint gradients.
+torchdiffeq and torchode), with the gradient method ``gradient=`` of :data:`GRADIENTS`: backprop, checkpointing or
+the adjoint.
 
 A backend is a :class:`Backend` given to :func:`register_backend`; ``numerics/backends/`` holds the built-in
 ones, registered on import; ``backend="auto"`` tries them by their declared ``priority``.
@@ -9,13 +10,15 @@ that takes a field, times or a checkpoint budget before it has a state to solve 
 :class:`~neuralode_tf.ContinuousDepth` does when built): it refuses them then, with ``solve``'s messages.
 """
 
+import warnings
+from typing import Any
+
 from . import backends
 from ._compiled import COMPILE_OPTIONS
 from ._field_checks import check_field
 from ._registry import (
     BACKENDS,
     FIXED_GRID_METHODS,
-    GRADIENT_MODES,
     GRADIENTS,
     Backend,
     Settings,
@@ -53,7 +56,6 @@ __all__ = [
     "check_checkpoints",
     "BACKENDS",
     "GRADIENTS",
-    "GRADIENT_MODES",
     "FIXED_GRID_METHODS",
     "COMPILE_OPTIONS",
     "Backend",
@@ -82,6 +84,14 @@ __all__ = [
     "CausalityWarning",
     "is_causal",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``GRADIENT_MODES``, the deprecated old name of :data:`GRADIENTS`, with a ``DeprecationWarning``."""
+    if name == "GRADIENT_MODES":
+        warnings.warn("GRADIENT_MODES is deprecated: use GRADIENTS", DeprecationWarning, stacklevel=2)
+        return GRADIENTS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:

@@ -1,4 +1,4 @@
-"""Checkpointing schedules of the built-in fixed-grid march: ``solve(..., adjoint="checkpoint", checkpoints=c)``.
+"""Checkpointing schedules of the built-in fixed-grid march: ``solve(..., gradient="checkpoint", checkpoints=c)``.
 
 Backward through ``N`` steps needs each step's activations, last step first. Backprop keeps all of them.
 Checkpointing keeps some of the states instead and recomputes the steps after them in backward: a segment of

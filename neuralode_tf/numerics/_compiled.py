@@ -27,7 +27,7 @@ Other devices get torch.compile's defaults: on CUDA, ``cpp_wrapper`` given as an
 of backward graphs with torch 2.11 (``CudaKernelParamCache not populated``, pytorch/pytorch#178845)."""
 
 _CPP_WRAPPER_CHECKPOINTS = torch.__version__ >= "2.14"  # a TorchVersion: compared as a version, not as text
-"""Before torch 2.14, a checkpointed march (``adjoint="checkpoint"``) compiled with ``cpp_wrapper`` failed: the
+"""Before torch 2.14, a checkpointed march (``gradient="checkpoint"``) compiled with ``cpp_wrapper`` failed: the
 partitioner took CPU attention (tagged random even at ``dropout_p=0``) for a random op and wrapped its
 recomputation in ``run_and_save_rng_state``, which the C++ wrapper cannot emit (``AssertionError:
 RunAndSaveRngState`` in cpp_wrapper_cpu.py; seen with 2.9.0, 2.9.1, 2.10.0 and 2.13.0). There such a march keeps

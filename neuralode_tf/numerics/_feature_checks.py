@@ -35,10 +35,10 @@ def check_callbacks(field: object, backend: Backend) -> None:
 
 
 def check_recording(
-    recording: bool, method: str, backend: Backend, adjoint: str, compile: object, times: list[float], event: object
+    recording: bool, method: str, backend: Backend, gradient: str, compile: object, times: list[float], event: object
 ) -> None:
     """What dense output and events need: a backend that records the steps of ``method``, autograd through the
-    steps (``adjoint="backprop"``), an eager march, and for an event the span ``[t0, t_max]`` alone."""
+    steps (``gradient="backprop"``), an eager march, and for an event the span ``[t0, t_max]`` alone."""
     if not recording:
         return
     what = "event=" if event is not None else "dense=True"
@@ -49,10 +49,10 @@ def check_recording(
             "takes steps too long for the cubic (fourth-order) dense output; it is offered for "
             + "; ".join(offered)
         )
-    if adjoint != "backprop":
+    if gradient != "backprop":
         raise SolverConfigError(
-            f"{what} interpolates the forward solve's own steps, which adjoint={adjoint!r} does not keep for "
-            "backward: use adjoint='backprop'"
+            f"{what} interpolates the forward solve's own steps, which gradient={gradient!r} does not keep for "
+            "backward: use gradient='backprop'"
         )
     if compile is not False:
         raise SolverConfigError(f"{what} records the steps one by one, which a compiled march does not: compile=False")

@@ -71,20 +71,20 @@ def settle(field: Field, y0: State, t: Sequence[float] | Tensor, arguments: dict
     """Check ``solve``'s arguments (by keyword in ``arguments``) against each other, ``field`` and ``y0``, in the
     order its docstring gives them; raises on the first bad one."""
     a = arguments
-    method, adjoint, compile = a["method"], a["adjoint"], a["compile"]
+    method, gradient, compile = a["method"], a["gradient"], a["compile"]
     _validate.check_state(y0)
     _feature_checks.check_dense_and_event(a["dense"], a["event"])
     check_field_matches_state(field, y0)
     sample_times = _feature_checks.sample_times(t, y0)
     times = sample_times[0] if sample_times else _validate.check_times(t, y0)
     _validate.check_flags(a["seminorm"], a["per_sample"], a["max_steps"])
-    checkpoints = _validate.check_checkpoints(a["checkpoints"], adjoint, y0)
+    checkpoints = _validate.check_checkpoints(a["checkpoints"], gradient, y0)
     chosen = get_backend(
         resolve_backend(
             field,
             method,
             a["backend"],
-            adjoint=adjoint,
+            gradient=gradient,
             substep=a["substep"],
             seminorm=a["seminorm"],
             per_sample=a["per_sample"],
@@ -94,7 +94,7 @@ def settle(field: Field, y0: State, t: Sequence[float] | Tensor, arguments: dict
     check_compile(compile, method, chosen)
     recording = a["dense"] or a["event"] is not None
     time_gradients = wants_time_gradients(t)
-    _feature_checks.check_recording(recording, method, chosen, adjoint, compile, times, a["event"])
+    _feature_checks.check_recording(recording, method, chosen, gradient, compile, times, a["event"])
     fixed = method in chosen.fixed_grid
     _feature_checks.check_sample_times(sample_times, chosen, per_sample, fixed, field, recording or time_gradients, y0)
     step = _validate.step_size(method, fixed, times, a["step_size"], a["steps"])

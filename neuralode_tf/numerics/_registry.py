@@ -2,14 +2,16 @@
 :class:`Backend`, which the module that adapts it registers with :func:`register_backend` when imported.
 
 :func:`~neuralode_tf.numerics.solve` learns from the registry alone which backends exist, which methods and
-gradient modes each takes and what else it can do, and ``backend="auto"`` tries them in the order they were
-registered. :data:`BACKENDS`, :data:`GRADIENTS`, :data:`FIXED_GRID_METHODS` and :func:`methods` are live,
-read-only views of it. A new backend is one module that builds a :class:`Backend` and registers it
-(``neuralode_tf/numerics/backends/`` holds the built-in three).
+gradient methods each takes and what else it can do, and ``backend="auto"`` tries them by their declared
+``priority``. :data:`BACKENDS`, :data:`FIXED_GRID_METHODS` and :func:`methods` are live, read-only views of it;
+``get_backend(name).gradients`` are a backend's gradient methods, among :data:`GRADIENTS`. A new backend is one
+module that builds a :class:`Backend` and registers it (``neuralode_tf/numerics/backends/`` holds the built-in
+three).
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -30,31 +32,39 @@ __all__ = [
     "methods",
     "BACKENDS",
     "GRADIENTS",
-    "GRADIENT_MODES",
     "FIXED_GRID_METHODS",
 ]
 
-GRADIENT_MODES = ("backprop", "checkpoint", "adjoint")
-"""The values of ``solve``'s ``adjoint``: how gradients are computed."""
+GRADIENTS = ("backprop", "checkpoint", "adjoint")
+"""The gradient methods: the values of ``solve``'s ``gradient``, how gradients are computed."""
 
 
 @dataclass(frozen=True)
 class Settings:
     """The arguments of ``solve`` once validated: what a backend's ``solve`` is asked to do.
 
+    One class for every backend: the attributes listed after ``gradient`` are backend-specific, each for the
+    backends that declare the matching capability of :class:`Backend` (``solve`` refuses them elsewhere, so a
+    backend that does not declare one finds that attribute at its default).
+
     Attributes:
         method: A name in the backend's ``methods``.
         step_size: The largest step of a fixed-grid method (from ``step_size`` or ``steps``); ``None`` for an
             adaptive one.
-        substep, checkpoints, seminorm, max_steps, dt0: As given to ``solve``, checked.
-        rtol, atol: The tolerances, defaults filled in.
-        adjoint: The gradient mode, one of the backend's ``gradients``.
+        rtol, atol: The tolerances, defaults filled in (used by adaptive and ``toleranced`` methods).
+        max_steps: As given to ``solve``, checked: the most steps of an adaptive method.
+        gradient: The gradient method, one of the backend's ``gradients``.
+        substep: The sub-integrator of a method in the backend's ``substep`` (the built-in splittings), or ``None``.
+        checkpoints: The budget of ``gradient="checkpoint"`` (``None``: the default schedule).
+        seminorm: With ``gradient="adjoint"`` (backends declaring ``seminorm``).
+        dt0: The first step of a method in ``takes_dt0``, or ``None``.
         per_sample: Per-sample step sizes (as given; False where not offered).
         options: The library's own options (``{}`` unless the backend passes ``options``).
         compile: ``False``, ``True`` or a dict of :func:`torch.compile` options (only where offered).
         trajectory: Where a backend that offers ``dense`` records its nodes (``Trajectory.add``; it stops stepping
             once that returns True, an event's sign change), or ``None`` when not asked for.
-        sample_times: Each sample's times (a 2-D ``t``; ``times`` is then the first row), or ``None``.
+        sample_times: Each sample's times (a 2-D ``t``; ``times`` is then the first row; backends declaring
+            ``sample_times``), or ``None``.
     """
 
     method: str
@@ -62,7 +72,7 @@ class Settings:
     substep: str | None
     rtol: float
     atol: float
-    adjoint: str
+    gradient: str
     checkpoints: int | None
     seminorm: bool
     per_sample: bool
@@ -80,14 +90,27 @@ class Settings:
             raise SolverConfigError(f"{self.method!r} is adaptive: it has no fixed step size")
         return self.step_size
 
+    @property
+    def adjoint(self) -> str:
+        """Deprecated name of :attr:`gradient`."""
+        warnings.warn("Settings.adjoint is deprecated: use Settings.gradient", DeprecationWarning, stacklevel=2)
+        return self.gradient
+
 
 Solver = Callable[[Field, State, list[float], Settings, Stats], "list[State] | State"]
 """``(field, y0, times, settings, stats) -> ys``: the states at ``times``, as a list or stacked along dim 0."""
 
+Check = Callable[[Field, str, "str | None"], None]
+"""``(field, method, substep) -> None``: a backend's own checks of ``solve``'s arguments (:attr:`Backend.check`)."""
+
+
+def _accept_all(field: Field, method: str, substep: str | None) -> None:
+    """The default :attr:`Backend.check`: nothing beyond what the backend declares."""
+
 
 @dataclass(frozen=True)
 class Backend:
-    """An integrator library behind ``solve``: its methods, gradient modes, capabilities and ``solve``.
+    """An integrator library behind ``solve``: its methods, gradient methods, capabilities and ``solve``.
 
     ``solve`` refuses, by name, whatever a backend does not declare here, before calling it. The capabilities
     default to what the simplest backend offers: none.
@@ -97,15 +120,15 @@ class Backend:
         methods: Method names, in the order :func:`methods` gives them.
         fixed_grid: The methods that step on a fixed grid (``step_size`` or ``steps``); the others are adaptive
             (``rtol``, ``atol``).
-        gradients: The gradient modes it computes, among :data:`GRADIENT_MODES`.
+        gradients: The gradient methods it computes, among :data:`GRADIENTS`.
         solve: ``(field, y0, times, settings, stats) -> ys``. It keeps ``stats`` up to date, raises the
             :class:`~neuralode_tf.numerics.SolveError` subclasses for failed solves, and leaves NaN and Inf to
             ``solve``, which locates them by replaying it under ``torch.no_grad()`` with ``compile=False``.
         takes_dt0: Adaptive methods that take a first step ``dt0``.
         toleranced: Fixed-grid methods that take ``rtol`` and ``atol`` all the same (an implicit corrector
             iterates to them).
-        outside_autograd: Methods that run outside autograd: only ``adjoint="adjoint"`` differentiates them.
-        seminorm: Whether it takes ``seminorm=True`` (with ``adjoint="adjoint"``).
+        outside_autograd: Methods that run outside autograd: only ``gradient="adjoint"`` differentiates them.
+        seminorm: Whether it takes ``seminorm=True`` (with ``gradient="adjoint"``).
         per_sample: Whether it steps each sample along dim 0 on its own (``per_sample``).
         options: Whether it passes ``options`` through to the library.
         compile: Whether it takes ``compile``.
@@ -122,6 +145,12 @@ class Backend:
         priority: Where ``backend="auto"`` tries it: a lower priority first (the built-in backend 0, torchdiffeq 10,
             torchode 20), backends of one priority in the order they were registered. Which backend runs a method
             offered by several is declared here, not left to the order the modules happen to be imported in.
+        substep: Methods that take ``substep`` (a sub-integrator for each part of a split field: the built-in
+            splitting methods); ``solve`` refuses ``substep`` for any other.
+        check: ``(field, method, substep) -> None``, called once ``solve`` has chosen this backend: it raises a
+            :class:`~neuralode_tf.numerics.SolverConfigError` for what the declarations above cannot say (the
+            built-in backend refuses an unknown ``substep``, and a splitting method on a field without ``parts``).
+            By default it accepts everything.
     """
 
     name: str
@@ -143,12 +172,15 @@ class Backend:
     concatenates: bool = False
     counts_ahead: bool = False
     priority: int = 100
+    substep: frozenset[str] = frozenset()
+    check: Check = field(default=_accept_all)
 
     def __post_init__(self) -> None:
         adaptive = set(self.methods) - set(self.fixed_grid)
         subsets = [
             ("fixed_grid", self.fixed_grid, set(self.methods)),
-            ("gradients", self.gradients, set(GRADIENT_MODES)),
+            ("gradients", self.gradients, set(GRADIENTS)),
+            ("substep", self.substep, set(self.methods)),
             ("takes_dt0", self.takes_dt0, adaptive),
             ("toleranced", self.toleranced, set(self.fixed_grid)),
             ("outside_autograd", self.outside_autograd, set(self.methods)),
@@ -157,7 +189,7 @@ class Backend:
         if not self.name or self.name == "auto":
             raise ValueError(f"a backend needs a name other than '' and 'auto', got {self.name!r}")
         if not self.methods or not self.gradients:
-            raise ValueError(f"backend {self.name!r} needs one method and one gradient mode at least")
+            raise ValueError(f"backend {self.name!r} needs one method and one gradient method at least")
         for what, names, within in subsets:
             if not set(names) <= within:
                 outside = sorted(set(names) - within)
@@ -239,20 +271,6 @@ class _Names(Sequence[str]):
         return repr(tuple(b.name for b in registered()))
 
 
-class _Gradients(Mapping[str, tuple[str, ...]]):
-    def __getitem__(self, name: str) -> tuple[str, ...]:
-        return _REGISTRY[name].gradients
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(tuple(_REGISTRY))
-
-    def __len__(self) -> int:
-        return len(_REGISTRY)
-
-    def __repr__(self) -> str:
-        return repr(dict(self))
-
-
 class _FixedGridMethods(Set[str]):
     def __contains__(self, method: object) -> bool:
         return any(method in b.fixed_grid for b in _REGISTRY.values())
@@ -269,9 +287,6 @@ class _FixedGridMethods(Set[str]):
 
 BACKENDS: Sequence[str] = _Names()
 """The names of the registered backends, in the order ``backend="auto"`` tries them."""
-
-GRADIENTS: Mapping[str, tuple[str, ...]] = _Gradients()
-"""The gradient modes of each registered backend, by name."""
 
 FIXED_GRID_METHODS: Set[str] = _FixedGridMethods()
 """The methods that take ``step_size`` or ``steps`` rather than tolerances, on some registered backend."""

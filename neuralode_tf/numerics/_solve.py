@@ -9,6 +9,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
+from .._renamed import renamed_keyword
 from .._typing import Field, State
 from ..protocols import jump_times_of
 from . import _feature_checks, _validate
@@ -39,7 +40,7 @@ def solve(
     rtol: float | None = None,
     atol: float | None = None,
     backend: Literal["auto", "builtin", "torchdiffeq", "torchode"] = "auto",
-    adjoint: Literal["backprop", "checkpoint", "adjoint"] = "backprop",
+    gradient: Literal["backprop", "checkpoint", "adjoint"] | None = None,
     checkpoints: int | None = None,
     seminorm: bool = False,
     per_sample: bool = False,
@@ -49,6 +50,7 @@ def solve(
     compile: bool | dict[str, Any] = False,
     dense: bool = False,
     event: Callable[[Tensor, State], Tensor] | None = None,
+    adjoint: Literal["backprop", "checkpoint", "adjoint"] | None = None,
 ) -> Solution:
     """Integrate ``dy/dt = field(t, y)`` from ``y(t[0]) = y0`` and return ``y`` at every time in ``t``.
 
@@ -102,19 +104,21 @@ def solve(
             (``2**-8`` for bfloat16), below which the error estimate is rounding noise. Fixed-grid
             methods have no error control and refuse them (except torchdiffeq's ``implicit_adams`` /
             ``fixed_adams``, whose corrector iterates to them).
-        backend: ``"auto"`` picks the first registered backend (``"builtin"``, ``"torchdiffeq"``,
-            ``"torchode"``, then any registered by ``neuralode_tf.numerics.register_backend``) that supports
-            the method, gradient method, ``seminorm`` and ``per_sample``.
-        adjoint: How gradients are computed. ``"backprop"`` differentiates through the solver's
-            operations (discretise-then-optimise). ``"checkpoint"`` (built-in) gives the same gradients
-            but keeps only some states of the ``N`` steps and one step's activations, and recomputes
-            the steps from them in backward (``stats.nfe_backward`` counts the evaluations); how
-            many states it keeps is ``checkpoints``.
-            ``"adjoint"`` solves the continuous adjoint ODE backwards (optimise-then-discretise):
-            torchdiffeq's ``odeint_adjoint`` or torchode's ``BacksolveAdjoint``. torchode's backprop goes
-            through the steps but not through the choice of step sizes. torchdiffeq's
-            ``"scipy_solver"`` runs outside autograd: it refuses ``"backprop"`` when a gradient is wanted.
-        checkpoints: With ``adjoint="checkpoint"``: the most states kept at once for backward (a positive
+        backend: ``"auto"`` picks, by the ``priority`` each backend declares, the first registered backend
+            (``"builtin"``, ``"torchdiffeq"``, ``"torchode"``, and any registered by
+            ``neuralode_tf.numerics.register_backend``) that supports the method, gradient method, ``substep``,
+            ``seminorm`` and ``per_sample``.
+        gradient: The gradient method: how gradients are computed (:data:`~neuralode_tf.numerics.GRADIENTS`;
+            ``get_backend(name).gradients`` are those of a backend). ``"backprop"`` (the default, also what
+            ``None`` means) differentiates through the solver's operations (discretise-then-optimise).
+            ``"checkpoint"`` (built-in) gives the same gradients but keeps only some states of the ``N`` steps
+            and one step's activations, and recomputes the steps from them in backward (``stats.nfe_backward``
+            counts the evaluations); how many states it keeps is ``checkpoints``. ``"adjoint"`` solves the
+            continuous adjoint ODE backwards (optimise-then-discretise): torchdiffeq's ``odeint_adjoint`` or
+            torchode's ``BacksolveAdjoint``. torchode's backprop goes through the steps but not through the
+            choice of step sizes. torchdiffeq's ``"scipy_solver"`` runs outside autograd: it refuses
+            ``"backprop"`` when a gradient is wanted.
+        checkpoints: With ``gradient="checkpoint"``: the most states kept at once for backward (a positive
             integer), or ``None`` (default) for recursive halving: about ``log2(N)`` states, each step
             recomputed at most ``1 + log2(N)/2`` times. A budget ``c < N`` is spent binomially (Griewank &
             Walther 2000, revolve), with the fewest recomputations ``c`` states allow: for ``r`` the least
@@ -152,11 +156,12 @@ def solve(
 
         dense: Keep the solve's steps, so that :meth:`Solution.evaluate` gives the state at any time of the
             span (:mod:`~neuralode_tf.numerics.dense`: cubic Hermite through the steps, order ``min(p, 4)``).
-            Built-in and torchdiffeq backends, ``adjoint="backprop"``, not compiled.
+            Built-in and torchdiffeq backends, ``gradient="backprop"``, not compiled.
         event: A terminal event ``g(t, y) -> 0-dim tensor``: the solve stops where ``g`` changes sign
             (:mod:`~neuralode_tf.numerics.events`), and ``Solution.event_t`` is that time, differentiable.
             ``t`` is then ``[t0, t_max]``; ``ys`` holds ``y0`` and the state at the event (at ``t_max`` if
             none). Same backends and gradients as ``dense``.
+        adjoint: The deprecated old name of ``gradient`` (a ``DeprecationWarning``; giving both is a ``TypeError``).
 
     Mixed precision (:mod:`~neuralode_tf.numerics._precision`): under ``torch.autocast`` a float32 ``y0`` stays a
     float32 state; the field's matmuls run in the autocast dtype and its output is cast to the state's dtype. A
@@ -176,6 +181,7 @@ def solve(
 
     Raises:
         InvalidFieldError: ``field`` cannot be called as ``field(t, y)``.
+        TypeError: both ``gradient`` and its deprecated old name ``adjoint`` are given.
         InvalidTimesError, InvalidStateError, SolverConfigError, FieldOutputError: bad input.
         MaxStepsExceededError, StepSizeUnderflowError: an adaptive solve failed.
         NonFiniteStateError: NaN or Inf appeared in the state; the message gives where. The check
@@ -183,22 +189,24 @@ def solve(
             first non-finite evaluation.
 
     Warns:
+        DeprecationWarning: ``adjoint`` is given (the old name of ``gradient``).
         CausalityWarning: an adaptive method on a field that declares ``causal``: step-size control
             makes earlier positions depend on later ones (:mod:`neuralode_tf.numerics.causality`).
         UserWarning: the interval leaves the ``domain`` a module of the field declares (a
             :class:`~neuralode_tf.fields.WeightSharedField` of several sets past its depth).
     """
+    how = renamed_keyword("gradient", gradient, "adjoint", adjoint, default="backprop")  # the gradient method
     check_field(field)
     arguments = dict(
         method=method, step_size=step_size, steps=steps, substep=substep, rtol=rtol, atol=atol, backend=backend,
-        adjoint=adjoint, checkpoints=checkpoints, seminorm=seminorm, per_sample=per_sample, max_steps=max_steps,
+        gradient=how, checkpoints=checkpoints, seminorm=seminorm, per_sample=per_sample, max_steps=max_steps,
         dt0=dt0, options=options, compile=compile, dense=dense, event=event,
     )  # fmt: skip
     plan = remembered(field, y0, t, arguments)  # every argument checked, once per configuration (_plan)
     check_field_matches_state(field, y0)  # what may change between calls of one configuration, on every call:
     warn_outside_domain(field, plan.times[0], plan.times[-1])
     _feature_checks.check_callbacks(field, plan.backend)
-    _validate.check_gradients(method, plan.backend, adjoint, field, y0)
+    _validate.check_gradients(method, plan.backend, how, field, y0)
     if plan.rtol_warning is not None:
         warnings.warn(plan.rtol_warning, stacklevel=2)
     if plan.step is None:
@@ -214,7 +222,7 @@ def solve(
         substep=substep,
         rtol=plan.rtol,
         atol=plan.atol,
-        adjoint=adjoint,
+        gradient=how,
         checkpoints=plan.checkpoints,
         seminorm=seminorm,
         per_sample=plan.per_sample,

@@ -111,8 +111,8 @@ def check_flags(seminorm: object, per_sample: object, max_steps: object) -> None
         raise SolverConfigError(f"max_steps must be a positive integer, got {max_steps!r}")
 
 
-def check_checkpoints(checkpoints: object, adjoint: str, y0: State | None = None) -> int | None:
-    """``checkpoints`` as an int (or None): a positive budget of stored states, for ``adjoint="checkpoint"`` alone
+def check_checkpoints(checkpoints: object, gradient: str, y0: State | None = None) -> int | None:
+    """``checkpoints`` as an int (or None): a positive budget of stored states, for ``gradient="checkpoint"`` alone
     (the built-in backend's), and not on XLA, where checkpoints do not nest. ``y0=None`` skips the device."""
     if checkpoints is None:
         return None
@@ -120,15 +120,15 @@ def check_checkpoints(checkpoints: object, adjoint: str, y0: State | None = None
         raise SolverConfigError(
             f"checkpoints must be a positive integer (the most states kept for backward) or None, got {checkpoints!r}"
         )
-    if adjoint != "checkpoint":
+    if gradient != "checkpoint":
         raise SolverConfigError(
-            f"checkpoints={checkpoints} is the budget of adjoint='checkpoint' (built-in backend), but "
-            f"adjoint={adjoint!r}: pass adjoint='checkpoint', or drop checkpoints"
+            f"checkpoints={checkpoints} is the budget of gradient='checkpoint' (built-in backend), but "
+            f"gradient={gradient!r}: pass gradient='checkpoint', or drop checkpoints"
         )
     if y0 is not None and leaves(y0)[0].device.type == "xla":
         raise SolverConfigError(
             f"checkpoints={checkpoints} nests checkpoints, which torch_xla's checkpoint cannot do: on XLA, "
-            "adjoint='checkpoint' checkpoints every step (drop checkpoints)"
+            "gradient='checkpoint' checkpoints every step (drop checkpoints)"
         )
     return int(checkpoints)
 
@@ -263,15 +263,15 @@ def first_step(method: str, backend: Backend, dt0: object, options: object) -> d
     return options
 
 
-def check_gradients(method: str, backend: Backend, adjoint: str, field: object, y0: State) -> None:
-    """Refuse ``adjoint="backprop"`` through a method that runs outside autograd when a gradient is wanted."""
-    if method not in backend.outside_autograd or adjoint != "backprop":
+def check_gradients(method: str, backend: Backend, gradient: str, field: object, y0: State) -> None:
+    """Refuse ``gradient="backprop"`` through a method that runs outside autograd when a gradient is wanted."""
+    if method not in backend.outside_autograd or gradient != "backprop":
         return
     params = field.parameters() if isinstance(field, nn.Module) else ()
     if torch.is_grad_enabled() and any(x.requires_grad for x in itertools.chain(leaves(y0), params)):
         raise SolverConfigError(
-            f"method {method!r} runs outside autograd, so adjoint='backprop' would give no gradient: use "
-            "adjoint='adjoint', or solve under torch.no_grad()"
+            f"method {method!r} runs outside autograd, so gradient='backprop' would give no gradient: use "
+            "gradient='adjoint', or solve under torch.no_grad()"
         )
 
 

@@ -20,7 +20,7 @@ ends of its step are evaluated once each and cached: at most two evaluations per
 slope of the left limit, as the solvers do.
 
 **Gradients** flow to the field's parameters, ``y0`` and the evaluation times, through the nodes (the
-solve's own autograd graph: ``adjoint="backprop"`` or ``"checkpoint"``) and the slopes.
+solve's own autograd graph: ``gradient="backprop"`` or ``"checkpoint"``) and the slopes.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Ported from torchdiffeq (Chen et al.): ``tests/gradient_tests.py``, the gradient
 taken). ``test_torchdiffeq_suite.py`` has the module map of the whole port.
 
 * ``TestGradient.test_odeint`` / ``test_adjoint``: ``torch.autograd.gradcheck`` of ``solve`` in ``y0`` and ``t`` on
-  torchdiffeq's "constant" problem, every method of every backend and every gradient mode
+  torchdiffeq's "constant" problem, every method of every backend and every gradient method
   (``test_gradcheck_on_the_line``); on the rotation in ``y0`` for fixed-grid methods, whose backprop gradient is the
   exact derivative of the computed solution (``test_gradcheck_on_the_rotation``). Not for adaptive methods on the
   rotation: torchdiffeq's own fehlberg2 gradient is 4e-4 from finite differences there (step-size control), and an
@@ -42,7 +42,7 @@ has no classical one): both fourth order."""
 
 
 def _modes(fixed_only: bool = False) -> list[tuple[str, str, str]]:
-    """``(backend, method, gradient mode)`` for every method; scipy_solver only with the adjoint (it runs outside
+    """``(backend, method, gradient method)`` for every method; scipy_solver only with the adjoint (it runs outside
     autograd)."""
     out = []
     for backend in BACKENDS:
@@ -66,11 +66,11 @@ def _settings(backend: str, method: str, steps: int) -> dict[str, int]:
 @pytest.mark.parametrize("backend, method, mode", [m for m in _modes() if m[1] not in SPLITTING])
 def test_gradcheck_on_the_line(device: torch.device, backend: str, method: str, mode: str) -> None:
     """In ``y0`` and in every time of ``t``: on the line the computed solution is exact, so its finite differences
-    are the ODE's derivatives (``dy/dy0 = 1``, ``dy(t_i)/dt_i = slope``), which every gradient mode must give."""
+    are the ODE's derivatives (``dy/dy0 = 1``, ``dy(t_i)/dt_i = slope``), which every gradient method must give."""
     field, y0, t, _ = problem("constant", device, n_times=4)
 
     def run(y0: Tensor, t: Tensor) -> Tensor:
-        return solve(field, y0, t, method=method, backend=backend, adjoint=mode, **_settings(backend, method, 3)).ys
+        return solve(field, y0, t, method=method, backend=backend, gradient=mode, **_settings(backend, method, 3)).ys
 
     assert torch.autograd.gradcheck(run, (y0.requires_grad_(True), t.requires_grad_(True)))
 
@@ -81,7 +81,7 @@ def test_gradcheck_on_the_rotation(device: torch.device, backend: str, method: s
     t = torch.tensor([1.0, 1.5, 2.0], dtype=F64, device=device)
 
     def run(y0: Tensor) -> Tensor:
-        return solve(field, y0, t, method=method, backend=backend, adjoint=mode, steps=4).ys
+        return solve(field, y0, t, method=method, backend=backend, gradient=mode, steps=4).ys
 
     assert torch.autograd.gradcheck(run, (y0.requires_grad_(True),))
 
@@ -116,7 +116,7 @@ def _gradients(
     field, y0, t, _ = problem(name, device)
     y0.requires_grad_(True)
     t.requires_grad_(t_grad)
-    sol = solve(field, y0, t, method=method, backend=backend, adjoint=mode, **settings)
+    sol = solve(field, y0, t, method=method, backend=backend, gradient=mode, **settings)
     weights = torch.rand(sol.ys.shape, generator=torch.Generator().manual_seed(0), dtype=F64).to(device)
     inputs = [y0, *([t] if t_grad else []), *field.parameters()]
     return list(torch.autograd.grad((sol.ys * weights).sum(), inputs))
@@ -169,7 +169,7 @@ def test_adjoint_on_the_cubic_oscillator(device: torch.device, backend: str, met
         return _Cubic().to(device), y0, torch.linspace(0.0, 25.0, 10, dtype=F64, device=device, requires_grad=True)
 
     field, y0, t = inputs()
-    sol = solve(field, y0, t, method=method, backend=backend, adjoint="adjoint", rtol=1e-7, atol=1e-9)
+    sol = solve(field, y0, t, method=method, backend=backend, gradient="adjoint", rtol=1e-7, atol=1e-9)
     (sol.ys * weights).sum().backward()
     for p in field.unused.parameters():
         assert p.grad is None or p.grad.abs().max().item() == 0.0
@@ -196,7 +196,7 @@ TIME_CASES = [
 
 def _time_loss(backend: str, method: str, mode: str, settings: dict, t: Tensor, device: torch.device) -> Tensor:
     field, y0, _, _ = problem("linear", device)
-    sol = solve(field, y0, t, method=method, backend=backend, adjoint=mode, **settings)
+    sol = solve(field, y0, t, method=method, backend=backend, gradient=mode, **settings)
     weights = torch.tensor([[0.3, -1.0, 0.5, 2.0], [1.5, 0.2, -0.7, 0.4], [-0.2, 0.9, 1.1, -1.3]], dtype=F64)
     return (sol.ys * weights.to(device)).sum()
 
@@ -395,7 +395,7 @@ def test_events_with_the_adjoint_are_refused(device: torch.device, backend: str,
     field, y0, t, exact = problem("constant", device)
     target = exact[2]
     with pytest.raises(SolverConfigError, match="event="):
-        solve(field, y0, t[[0, -1]], method=method, backend=backend, adjoint="adjoint", event=lambda s, y: y - target)
+        solve(field, y0, t[[0, -1]], method=method, backend=backend, gradient="adjoint", event=lambda s, y: y - target)
 
 
 def test_events_take_a_span(device: torch.device) -> None:

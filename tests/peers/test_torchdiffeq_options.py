@@ -71,7 +71,7 @@ def test_jump_t_saves_evaluations(device: torch.device, method: str, adjoint: st
             [0.0, 1.0],
             method=method,
             backend="torchdiffeq",
-            adjoint=adjoint,
+            gradient=adjoint,
             rtol=1e-4,
             atol=1e-4,
             options=options,
@@ -102,12 +102,12 @@ def test_torchode_adjoint_of_a_field_with_python_control_flow(device: torch.devi
     either work (gradients as torchdiffeq's adjoint gives them) or fail with a SolveError that says so."""
     y0 = _tensor([0.5, 1.0], device).requires_grad_(True)
     try:
-        sol = solve(SwitchWithJumps(), y0, [0.0, 1.0], method="dopri5", backend="torchode", adjoint="adjoint")
+        sol = solve(SwitchWithJumps(), y0, [0.0, 1.0], method="dopri5", backend="torchode", gradient="adjoint")
         (ours,) = torch.autograd.grad(sol.y1.sum(), y0)
     except SolveError as err:
         assert "vmap" in str(err)
         return
-    sol = solve(SwitchWithJumps(), y0, [0.0, 1.0], method="dopri5", backend="torchdiffeq", adjoint="adjoint")
+    sol = solve(SwitchWithJumps(), y0, [0.0, 1.0], method="dopri5", backend="torchdiffeq", gradient="adjoint")
     (want,) = torch.autograd.grad(sol.y1.sum(), y0)
     assert (ours - want).abs().max().item() <= 1e-4
 
@@ -332,7 +332,7 @@ def test_seminorm_is_torchdiffeq_s(device: torch.device, method: str) -> None:
             [0.0, 1.0],
             method=method,
             backend="torchdiffeq",
-            adjoint="adjoint",
+            gradient="adjoint",
             seminorm=seminorm,
             rtol=1e-5,
             atol=1e-5,
@@ -370,7 +370,7 @@ def test_seminorm_is_refused_without_torchdiffeq_s_adjoint(
             [0.0, 1.0],
             method=method,
             backend=backend,
-            adjoint=adjoint,
+            gradient=adjoint,
             seminorm=True,
             **settings,
         )
@@ -402,7 +402,7 @@ def test_step_callbacks_are_called(device: torch.device, method: str) -> None:
     counts = _counting_callbacks(field, adaptive=not fixed)
     settings: dict[str, object] = {"step_size": 0.1} if fixed else {"rtol": 1e-4, "atol": 1e-4}
     y0 = _tensor([1.0, 2.0], device).requires_grad_(True)
-    sol = solve(field, y0, [0.0, 1.0], method=method, backend="torchdiffeq", adjoint="adjoint", **settings)
+    sol = solve(field, y0, [0.0, 1.0], method=method, backend="torchdiffeq", gradient="adjoint", **settings)
     sol.y1.sum().backward()
     for suffix in ("", "_adjoint"):
         steps = counts["callback_step" + suffix]

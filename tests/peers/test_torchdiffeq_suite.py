@@ -248,7 +248,7 @@ def test_a_stage_at_a_step_s_end_sees_the_left_limit_on_every_backend(
 # --- adjoint forward ------------------------------------------------------------------------------------------
 
 
-def _with_gradient_modes() -> list[tuple[str, str, str]]:
+def _with_gradient_methods() -> list[tuple[str, str, str]]:
     out = []
     for backend, method in _methods("all"):
         for mode in get_backend(backend).gradients:
@@ -257,7 +257,7 @@ def _with_gradient_modes() -> list[tuple[str, str, str]]:
     return out
 
 
-@pytest.mark.parametrize("backend, method, mode", _with_gradient_modes())
+@pytest.mark.parametrize("backend, method, mode", _with_gradient_methods())
 def test_adjoint_forward_is_the_backprop_forward(device: torch.device, backend: str, method: str, mode: str) -> None:
     """torchdiffeq checks ``odeint_adjoint``'s values against the exact solution; here they must be the backprop
     forward's (already checked against the exact solution above), bit for bit up to 1e-14."""
@@ -266,7 +266,7 @@ def test_adjoint_forward_is_the_backprop_forward(device: torch.device, backend: 
     with torch.no_grad():
         plain = solve(field, y0, t, method=method, backend=backend, **settings)
     y0 = y0.clone().requires_grad_(True)
-    adjoint = solve(field, y0, t, method=method, backend=backend, adjoint=mode, **settings)
+    adjoint = solve(field, y0, t, method=method, backend=backend, gradient=mode, **settings)
     assert (adjoint.ys.detach() - plain.ys).abs().max().item() <= 1e-14
 
 

@@ -204,7 +204,7 @@ def test_per_sample_data_with_adjoint_works_or_is_refused_clearly(device: torch.
                 method="dopri5",
                 backend="torchode",
                 per_sample=True,
-                adjoint=adjoint,
+                gradient=adjoint,
                 rtol=1e-9,
                 atol=1e-9,
             )

@@ -13,7 +13,7 @@ the rest of the port, with ``test_torchode_suite_inputs.py``):
 * ``step_size_controllers_test``: torchode calls its controllers directly; through ``solve`` what shows is a zero
   error (a zero field) giving finite, growing steps, a zero state giving finite gradients, and a rejected first
   step keeping the start value. Controller coefficients, ``dt_min`` and ``dt_max`` are not exposed here.
-* ``adjoint_test`` (gradient half): ``adjoint="adjoint"`` (torchode's ``BacksolveAdjoint``) and ``"backprop"``
+* ``adjoint_test`` (gradient half): ``gradient="adjoint"`` (torchode's ``BacksolveAdjoint``) and ``"backprop"``
   against exact gradients of ``y0 exp(A t)`` through :func:`torch.linalg.matrix_exp`, with shared and per-sample
   spans, on torchode and torchdiffeq; backprop through a fixed grid under ``gradcheck``; the adjoint on a fixed
   grid. ``JointBacksolveAdjoint`` has no equivalent.
@@ -224,7 +224,7 @@ def test_zero_state_gives_finite_gradients(device: torch.device, per_sample: boo
     adjoint, which controls its own error, 2e-7)."""
     field = LinearDynamics(-0.7 * torch.eye(3, dtype=F64, device=device))
     y0 = torch.zeros(2, 3, dtype=F64, device=device, requires_grad=True)
-    sol = solve(field, y0, [0.0, 1.0], method="dopri5", backend="torchode", per_sample=per_sample, adjoint=adjoint)
+    sol = solve(field, y0, [0.0, 1.0], method="dopri5", backend="torchode", per_sample=per_sample, gradient=adjoint)
     sol.y1.sum().backward()
     assert y0.grad is not None and torch.isfinite(y0.grad).all()
     assert (y0.grad - math.exp(-0.7)).abs().max().item() <= 1e-4
@@ -274,7 +274,7 @@ def test_gradients_match_the_matrix_exponential(
     field = LinearDynamics(tensor(MATRIX, device))
     y0 = tensor(ROWS, device).requires_grad_()
     kwargs = dict(per_sample=per_sample) if backend == "torchode" else {}
-    sol = solve(field, y0, times, method=method, backend=backend, adjoint=adjoint, rtol=1e-10, atol=1e-10, **kwargs)
+    sol = solve(field, y0, times, method=method, backend=backend, gradient=adjoint, rtol=1e-10, atol=1e-10, **kwargs)
     (sol.ys * weights).sum().backward()
     for got, want in zip((y0.grad, field.A.grad), exact_gradients(device, times, weights)):
         assert got is not None and (got - want).abs().max().item() <= 1e-8 * want.abs().max().item()
@@ -288,7 +288,7 @@ def test_gradients_with_per_sample_spans(device: torch.device, adjoint: str) -> 
     field = LinearDynamics(tensor(MATRIX, device))
     y0 = tensor(ROWS, device).requires_grad_()
     sol = solve(
-        field, y0, times, method="tsit5", backend="torchode", per_sample=True, adjoint=adjoint, rtol=1e-10, atol=1e-10
+        field, y0, times, method="tsit5", backend="torchode", per_sample=True, gradient=adjoint, rtol=1e-10, atol=1e-10
     )
     (sol.ys * weights).sum().backward()
     for got, want in zip((y0.grad, field.A.grad), exact_gradients(device, times - times[:, :1], weights)):
@@ -326,7 +326,7 @@ def test_adjoint_on_fixed_steps(device: torch.device, per_sample: bool) -> None:
         field = LinearDynamics(tensor(MATRIX, device))
         y0 = tensor(ROWS, device).requires_grad_()
         sol = solve(
-            field, y0, times, method="heun", step_size=0.01, backend="torchode", per_sample=per_sample, adjoint=adjoint
+            field, y0, times, method="heun", step_size=0.01, backend="torchode", per_sample=per_sample, gradient=adjoint
         )
         (sol.ys * weights).sum().backward()
         grads[adjoint] = (y0.grad, field.A.grad)
@@ -356,7 +356,7 @@ def test_adjoint_with_torch_mm_works_or_is_refused_clearly(device: torch.device)
             method="dopri5",
             backend="torchode",
             per_sample=True,
-            adjoint="adjoint",
+            gradient="adjoint",
             rtol=1e-10,
             atol=1e-10,
         )

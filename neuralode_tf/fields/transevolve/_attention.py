@@ -66,7 +66,7 @@ class TransEvolveAttention(nn.Module):
     Parameters (initialised as in the code): ``w_q``, ``w_k`` (``D × D``, Glorot), and per layer
     ``coeffs`` (``(L, d)``, the amplitudes of ``T``, uniform ``±sqrt(6/d)``), the values' LayerNorm ``norm_weight``,
     ``norm_bias`` (``(L, d)``) and ``w_o`` (``(L, d, d)``, applied as ``heads @ w_o[l]``). The state is
-    built outside the solve, so gradients reach ``w_q``, ``w_k`` and ``x⁰`` with ``adjoint="backprop"``
+    built outside the solve, so gradients reach ``w_q``, ``w_k`` and ``x⁰`` with ``gradient="backprop"``
     or ``"checkpoint"``, not through an adjoint ODE.
 
     Args:

@@ -79,7 +79,7 @@ def continuous_resnet(resnet: nn.Module, **solve_options: Any) -> ContinuousResN
     Args:
         resnet: A timm ``ResNet`` of ``BasicBlock`` or ``Bottleneck`` blocks.
         **solve_options: Settings of each stage's :class:`~neuralode_tf.ContinuousDepth` on ``[0, M]`` (``M``
-            blocks): ``method`` (default ``"lie_trotter"``), ``step_size`` (per block; 1 by default), ``adjoint``,
+            blocks): ``method`` (default ``"lie_trotter"``), ``step_size`` (per block; 1 by default), ``gradient``,
             ``rtol``, ... ``steps`` is refused: the stages have different lengths, give ``step_size``.
     """
     from timm.models.resnet import BasicBlock, Bottleneck

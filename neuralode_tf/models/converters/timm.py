@@ -114,7 +114,7 @@ def continuous_from_timm(
             It is not modified; the result trains its parameters.
         field: ``"split"``, ``"parallel"``, ``"composed"`` or ``"node"``.
         method, steps, step_size, **solve_options: Settings of :func:`~neuralode_tf.models.stack_encoder`:
-            solve settings (``adjoint``, ``rtol``, ...) and ``inner_residuals``, ``t1``,
+            solve settings (``gradient``, ``rtol``, ...) and ``inner_residuals``, ``t1``,
             ``transport_cost``. ``method=None`` is ``"lie_trotter"`` for ``"split"`` and ``"euler"``
             otherwise; fixed-grid methods take one step per block (``"split"``, ``"parallel"``) or
             one step over ``[0, 1]`` (``"composed"``, ``"node"``) unless ``steps`` or ``step_size`` is given.

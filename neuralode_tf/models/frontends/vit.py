@@ -86,7 +86,7 @@ class ViT(nn.Module):
             ``field="split"`` or ``"parallel"`` only, where depth-time counts the layers. With the default unit steps
             it is the discrete stack's stochastic depth.
         **encoder: Settings of :func:`~neuralode_tf.models.stack_encoder`: ``method``, ``steps``,
-            ``step_size`` and any other argument of :func:`~neuralode_tf.solve` (``adjoint``,
+            ``step_size`` and any other argument of :func:`~neuralode_tf.solve` (``gradient``,
             ``backend``, ``rtol``, ...); ``t1``, the end of depth-time (default ``depth``, or 1 for
             ``"composed"``/``"node"``); ``transport_cost``, ``λ`` of the kinetic-energy transport
             cost (Kan et al. 2025, eq. 8); ``inner_residuals``, the blocks' skips inside a composed

@@ -4,7 +4,7 @@ gradients (:mod:`~neuralode_tf.numerics._checkpointing`), eager or compiled (:mo
 
 The grid is known before stepping (:func:`~neuralode_tf.numerics._grid.fixed_grid`: a grid point on every
 requested time and on every ``jump_times`` of the field inside the span), and so are the steps and evaluations
-that ``stats`` counts. Under ``adjoint="checkpoint"`` every evaluation after the forward march is a
+that ``stats`` counts. Under ``gradient="checkpoint"`` every evaluation after the forward march is a
 recomputation of checkpointing's, counted into ``stats.nfe_backward`` as backward runs.
 
 The march runs in ``y0``'s dtype, a 16-bit one too, so that one step per layer is the discrete stack in that dtype
@@ -18,15 +18,16 @@ from __future__ import annotations
 import torch
 
 from ..._typing import Field, State
-from ...protocols import jump_times_of
+from ...protocols import jump_times_of, parts_of
 from .._checkpointing import BackwardCounter
 from .._compiled import March, compiled
 from .._grid import Grid, fixed_grid, n_grid_steps
 from .._precision import InDtype, autocasting, cast, dtypes_of
-from .._registry import Backend, Settings, register_backend
+from .._registry import Backend, Settings, quoted, register_backend
 from .._state import CheckedStates
 from .._validate import check_checkpoint_depth
 from ..dense import Trajectory
+from ..errors import SolverConfigError
 from ..fixed_grid import SPLITTING_SCHEMES, SplittingScheme, integrate, make_step, nfe_per_step, time_dtype
 from ..solution import Stats
 from ..tableaus import TABLEAUS, ButcherTableau
@@ -48,7 +49,7 @@ def solve_builtin(field: Field, y0: State, times: list[float], settings: Setting
         return _march_recorded(field, y0, grid, scheme, tableau, settings.trajectory, stats, stats.nfe // n_steps)
     check_checkpoint_depth(checkpoints, n_steps)
     # A budget of N states or more keeps every step's activations: that is backprop.
-    checkpoint = settings.adjoint == "checkpoint" and (checkpoints is None or checkpoints < n_steps)
+    checkpoint = settings.gradient == "checkpoint" and (checkpoints is None or checkpoints < n_steps)
     if settings.compile is not False:
         key = (method, substep, grid, checkpoint, checkpoints)
         checked = compiled(
@@ -136,7 +137,22 @@ def _backend() -> Backend:
         dense=frozenset(names),
         counts_ahead=True,
         priority=0,
+        substep=frozenset(SPLITTING_SCHEMES),
+        check=_check,
     )
+
+
+def _check(field: Field, method: str, substep: str | None) -> None:
+    """The built-in backend's :attr:`~neuralode_tf.numerics.Backend.check`: ``substep`` is a tableau, and a splitting
+    method's field has ``parts``."""
+    if substep is not None and substep not in TABLEAUS:
+        raise SolverConfigError(f"unknown substep {substep!r}; valid: {quoted(TABLEAUS)}")
+    if method in SPLITTING_SCHEMES and parts_of(field) is None:
+        raise SolverConfigError(
+            f"method {method!r} steps the parts of a split field one after another, but "
+            f"{type(field).__name__} has no non-empty `parts`; build the field with SplitField(...) "
+            "or use a method that evaluates the whole field"
+        )
 
 
 def register_tableau(tableau: ButcherTableau) -> ButcherTableau:

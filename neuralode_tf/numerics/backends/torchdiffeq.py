@@ -2,7 +2,7 @@
 
 * Fixed-grid methods get the same grid as the built-in integrators (through torchdiffeq's
   ``grid_constructor``), so the requested times are hit exactly instead of interpolated.
-* ``adjoint="adjoint"`` runs ``torchdiffeq.odeint_adjoint`` (Chen et al. 2018, Appendix B), which
+* ``gradient="adjoint"`` runs ``torchdiffeq.odeint_adjoint`` (Chen et al. 2018, Appendix B), which
   solves the adjoint ODE backwards instead of storing the forward pass. ``seminorm=True`` drops the
   parameter-adjoint channels from its error norm (Kidger, Chen & Lyons 2021), which typically
   saves backward evaluations without changing accuracy; it is always on where the field computes in 16 bits
@@ -67,7 +67,7 @@ def solve_torchdiffeq(
 ) -> State | list[State]:
     """Solve with torchdiffeq; returns the states at ``t`` stacked along dim 0 (at ``t[0]`` and an event, where
     one stopped the solve)."""
-    method, step_size, adjoint = settings.method, settings.step_size, settings.adjoint == "adjoint"
+    method, step_size, adjoint = settings.method, settings.step_size, settings.gradient == "adjoint"
     # Under autocast or from a 16-bit y0, torchdiffeq integrates in float32 (or wider): its state, its error control
     # and the times it gives the field follow the state's dtype; its matmuls run without autocast (_precision).
     y0_given, dtype, autocast = y0, leaves(y0)[0].dtype if mixed(y0) else None, Autocast.of(y0)

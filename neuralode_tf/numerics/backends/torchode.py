@@ -10,7 +10,7 @@ reshapes back before each call of the field, so fields keep seeing their natural
   and step count, which avoids one hard sample forcing small steps on the whole batch. The field
   then receives ``t`` as a ``(batch,)`` tensor of per-sample times. Right only where the rows are
   independent samples.
-* ``adjoint="adjoint"`` runs torchode's ``BacksolveAdjoint``. Its backward pass evaluates the
+* ``gradient="adjoint"`` runs torchode's ``BacksolveAdjoint``. Its backward pass evaluates the
   field under ``torch.func.vmap``, one torchode sample at a time (with ``per_sample=True``, states without
   the batch dimension, which must not depend on other samples), where Python control flow on ``t`` or
   ``y`` cannot run: such a failure is a :class:`~neuralode_tf.numerics.FieldOutputError` saying so. For a
@@ -82,9 +82,9 @@ class _Flattened(nn.Module):
                     "the field failed in the backward solve of torchode's adjoint, which evaluates it under "
                     "torch.func.vmap, one torchode sample at a time (with per_sample=True, states without the batch "
                     "dimension): Python control flow on t or y (if t < ..., .item()), a field that mixes samples or "
-                    f"holds per-sample data cannot run there: {err}. Use backend='torchdiffeq' for adjoint='adjoint'"
+                    f"holds per-sample data cannot run there: {err}. Use backend='torchdiffeq' for gradient='adjoint'"
                     + (", per_sample=False" if self.per_sample else "")
-                    + ", or adjoint='backprop'"
+                    + ", or gradient='backprop'"
                 ) from err
             raise
 
@@ -108,7 +108,7 @@ def solve_torchode(field: Field, y0: State, t: list[float], settings: Settings, 
     counting = CountingField(field, stats, settings.max_steps if settings.step_size is None else None, dtype, autocast)
     with solver_arithmetic(autocast):
         ys = _solve_pieces(counting, integrated(y0), t, settings)
-    if settings.adjoint == "adjoint":  # from here on, evaluations are the backsolve's (after every piece's forward)
+    if settings.gradient == "adjoint":  # from here on, evaluations are the backsolve's (after every piece's forward)
         counting.start_backward()
     return cast(ys, dtypes_of(y0))
 
@@ -149,7 +149,7 @@ def _solve_piece(
     """One torchode solve over ``t`` with ``settings``, from a first step ``dt0`` (a number or a per-sample tensor).
     Returns the states at ``t`` stacked along dim 0 and the mean accepted step of each sample. With
     ``left_limit``, the field sees no time beyond the left limit of ``t[-1]``."""
-    method, per_sample, adjoint = settings.method, settings.per_sample, settings.adjoint == "adjoint"
+    method, per_sample, adjoint = settings.method, settings.per_sample, settings.gradient == "adjoint"
     rtol, atol, max_steps = settings.rtol, settings.atol, settings.max_steps
     dtype, device = leaves(y0)[0].dtype, leaves(y0)[0].device
     # Times in the state's dtype: torchode's backsolve mixes float64 times into float32 states otherwise.

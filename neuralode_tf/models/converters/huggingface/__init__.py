@@ -68,7 +68,7 @@ eager softmax). A decoder's padded query that sees no key
 (left of the text, or past a sliding window) gets zero attention weights, as torch's
 ``scaled_dot_product_attention`` and so Hugging Face's ``sdpa`` attention give it: every position is compared under
 transformers 5; under transformers 4, whose values there differ, only the positions whose query sees a key. Other
-options (``method="rk4"``, more ``steps``, an adaptive ``"dopri5"``, ``adjoint="adjoint"``) integrate the same ODE;
+options (``method="rk4"``, more ``steps``, an adaptive ``"dopri5"``, ``gradient="adjoint"``) integrate the same ODE;
 ``neuralode_tf.set_solve_options(converted, ...)`` changes them on a converted model, as on any other. The
 conversion reads the blocks through the module classes it knows (:func:`families`, which :func:`register_family`
 extends) and refuses anything else with a ``TypeError`` that names the class.

@@ -139,7 +139,7 @@ def from_transformers(
             model's. The ODE state is then ``(x, A)``, tokens and carried logits
             (:mod:`neuralode_tf.models.converters.huggingface.evolving`); the default solve is the discrete EA model.
         **solve_options: Settings of :func:`~neuralode_tf.models.stack_encoder`: ``method``, ``steps`` /
-            ``step_size`` (over ``[0, L]``: ``steps=4 * L`` is four per block), ``adjoint``, ``backend``,
+            ``step_size`` (over ``[0, L]``: ``steps=4 * L`` is four per block), ``gradient``, ``backend``,
             ``rtol``, ``atol``, ..., and ``t1``, ``transport_cost``.
 
     Raises:
