@@ -9,7 +9,7 @@ import torch
 
 import neuralode_tf
 from neuralode_tf.models import from_transformers
-from neuralode_tf.models import huggingface as hf
+from neuralode_tf.models.converters import huggingface as hf
 from tests._hf_zoo import compared, config, inputs, model
 from tests._huggingface import hf_output, max_diff, transformers
 from tests.test_convergence import fitted_order

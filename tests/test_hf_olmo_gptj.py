@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from neuralode_tf.models import from_transformers
-from neuralode_tf.models import huggingface as hf
+from neuralode_tf.models.converters import huggingface as hf
 from tests._hf_zoo import compared, config, inputs, model
 from tests._huggingface import hf_output, max_diff, transformers
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from neuralode_tf.models import from_transformers
-from neuralode_tf.models import huggingface as hf
+from neuralode_tf.models.converters import huggingface as hf
 from neuralode_tf.models.converters.huggingface import convert
 from tests._huggingface import hf_output, model
 

@@ -11,7 +11,7 @@ import torch
 
 import neuralode_tf
 from neuralode_tf.models import from_transformers
-from neuralode_tf.models import huggingface as hf
+from neuralode_tf.models.converters import huggingface as hf
 from tests._huggingface import ENCODERS, FAMILIES, compared, hf_output, inputs, max_diff, model, transformers
 
 EXACT = {torch.float64: 1e-10, torch.float32: 1e-5}
