@@ -71,10 +71,9 @@ class ViT(nn.Module):
             :class:`~neuralode_tf.nn.EvolvingAttentionBranch` es, e.g. ``{"alpha": 0.5, "beta": 0.5,
             "kernel_size": 3}`` (default: the branch's defaults).
         norm: Where each block's LayerNorms sit (:data:`~neuralode_tf.models.readings.blocks.NORM_PLACEMENTS`):
-        ``"pre"``
-            (default) each branch normalises its input, ``x + G(LN_1 x) + F(LN_2 x)`` in a parallel block (Zhong et
-            al. 2022, Figure 2a); ``"shared"`` one norm for both, ``x + G(LN x) + F(LN x)``; ``"output"`` each branch
-            normalises its output, ``x + LN_1(G(x)) + LN_2(F(x))``; ``"post"`` a norm after each residual sum
+            ``"pre"`` (default) each branch normalises its input, ``x + G(LN_1 x) + F(LN_2 x)`` in a parallel block
+            (Zhong et al. 2022, Figure 2a); ``"shared"`` one norm for both, ``x + G(LN x) + F(LN x)``; ``"output"`` each
+            branch normalises its output, ``x + LN_1(G(x)) + LN_2(F(x))``; ``"post"`` a norm after each residual sum
             (Vaswani et al. 2017), no field, so ``field="discrete"`` only; ``"none"``. The paper's text does not say
             what its Figure 2's placements (b) and (c) are; ``"shared"`` and ``"output"`` are this library's choice.
         dropout: Dropout in training on the attention weights, the attention output and the MLP output of every

@@ -33,14 +33,13 @@ in an appendix not at hand): they perturb the pretrained attention least while t
 and are the values of the paper's EA-Transformer-Lite (§4.3). Not tuned here; ``--set model.alpha=0.2
 model.beta=0.4`` runs another point of the grid. The first block has no convolution (see
 :mod:`neuralode_tf.models.converters.huggingface.evolving`). **Training** from §4.2's grid ("learning rate {1e-4, 1e-5,
-2e-5},
-batch size {8, 16}, training epochs {2, 3, 5}"), AdamW with ε = 1e-8, and BERT's usual fine-tuning settings where the
-paper gives none: weight decay 0.01, gradient clipping at 1, at most 128 tokens per example. Dropout is the
-checkpoint's (0.1 in BERT's configurations, the paper's ratio). ``ea_bert_tweets``: lr 2e-5, batch 16, 2 epochs
-(3,814 steps on the 30,526 training tweets) with a 10% linear warm-up (380 steps). ``ea_bert_glue``: lr 2e-5, batch
-16, 3 epochs, no warm-up (its length would depend on the task: ``--set warmup_steps=N``), CoLA unless ``data.task``
-names another of :data:`~neuralode_tf.data.GLUE_TASKS`; the test scores are the development set's, by the task's
-GLUE metrics (``test_matthews`` for CoLA, ``test_f1`` and ``test_accuracy`` for MRPC, ...). BERT-Base scale wants a
+2e-5}, batch size {8, 16}, training epochs {2, 3, 5}"), AdamW with ε = 1e-8, and BERT's usual fine-tuning settings where
+the paper gives none: weight decay 0.01, gradient clipping at 1, at most 128 tokens per example. Dropout is the
+checkpoint's (0.1 in BERT's configurations, the paper's ratio). ``ea_bert_tweets``: lr 2e-5, batch 16, 2 epochs (3,814
+steps on the 30,526 training tweets) with a 10% linear warm-up (380 steps). ``ea_bert_glue``: lr 2e-5, batch 16, 3
+epochs, no warm-up (its length would depend on the task: ``--set warmup_steps=N``), CoLA unless ``data.task`` names
+another of :data:`~neuralode_tf.data.GLUE_TASKS`; the test scores are the development set's, by the task's GLUE metrics
+(``test_matthews`` for CoLA, ``test_f1`` and ``test_accuracy`` for MRPC, ...). BERT-Base scale wants a
 GPU.
 """
 

@@ -89,9 +89,8 @@ class EvolvingTransformersAttention(nn.Module):
     state. Padding comes from ``attention``'s ``bind`` (which :class:`~neuralode_tf.ContinuousDepth` calls).
 
     Args:
-        attention: A bidirectional :class:`~neuralode_tf.models.converters.huggingface.TransformersAttention` with as
-        many
-            key/value heads as query heads (BERT's, RoBERTa's, ELECTRA's, DistilBERT's, ALBERT's).
+        attention: A bidirectional :class:`~neuralode_tf.models.converters.huggingface.TransformersAttention` with
+            as many key/value heads as query heads (BERT's, RoBERTa's, ELECTRA's, DistilBERT's, ALBERT's).
         alpha: ``α ∈ [0, 1]``, the weight of the previous block's logits (the paper's α).
         beta: ``β ∈ [0, 1]``, the weight of the convolution (the paper's β).
         kernel_size: ``k``, odd (the paper uses 3, with 1 and 5 as ablations).
