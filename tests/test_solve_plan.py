@@ -3,6 +3,7 @@ every call; a compiled march reports finiteness from its own graph (``numerics/_
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import pytest
@@ -55,6 +56,51 @@ def test_a_second_call_of_one_configuration_reuses_its_plan_and_any_change_settl
     with torch.no_grad():
         solve(field, y0, [0.0, 1.0], method="rk4", steps=4)  # another grad mode
     assert len(_plans(field)) == 5
+
+
+_EULER = dict(method="euler", steps=2)
+_DOPRI5 = dict(method="dopri5", backend="torchdiffeq")
+
+
+@pytest.mark.parametrize(
+    "first, then, message",
+    [
+        (_EULER, dict(_EULER, steps=2.0), "steps must be a positive integer, got 2.0"),
+        (_EULER, dict(_EULER, dense=0), "dense must be True or False, got 0"),
+        (_EULER, dict(_EULER, compile=0), "compile must be True, False or a dict of torch.compile options, got 0"),
+        (
+            dict(_DOPRI5, options={"first_step": 1}),
+            dict(_DOPRI5, options={"first_step": True}),  # in a dict too
+            r"options\['first_step'\] must be a positive finite number, got True",
+        ),
+    ],
+)
+def test_an_argument_equal_to_a_remembered_one_but_of_another_type_is_checked_anew(device, first, then, message):
+    field, y0 = Decay().to(device), torch.ones(3, device=device)
+    solve(field, y0, [0.0, 1.0], **first)
+    with pytest.raises(SolverConfigError, match=message):
+        solve(field, y0, [0.0, 1.0], **then)  # 2.0 == 2 and 0 == False: equal keys, were it not for their types
+
+
+def test_the_settings_a_backend_gets_are_shared_by_the_calls_of_a_configuration_and_read_only(device):
+    field, y0 = Decay().to(device), torch.ones(3, device=device)
+    seen = []
+    builtin = get_backend("builtin")
+
+    def spy(field, y0, times, settings, stats):
+        seen.append(settings)
+        return builtin.solve(field, y0, times, settings, stats)
+
+    register_backend(dataclasses.replace(builtin, solve=spy), replace=True)
+    try:
+        for _ in range(2):
+            solution = solve(field, y0, [0.0, 1.0], method="euler", steps=2)
+    finally:
+        register_backend(builtin, replace=True)
+    assert seen[0] is seen[1] and seen[0].trajectory is None
+    with pytest.raises(TypeError):
+        seen[0].options["first_step"] = 0.1  # type: ignore[index]
+    assert solution.ts.dtype == torch.float64 and solution.ts.tolist() == [0.0, 1.0]
 
 
 def test_unplain_arguments_are_settled_every_time(device):
