@@ -79,7 +79,9 @@ def check_field_matches_state(field: object, y0: State) -> None:
     if torch.is_autocast_enabled(state[0].device.type):
         return
     first = _first_floating(field)
-    if first is None or (any(first.dtype == x.dtype for x in state) and any(first.device == x.device for x in state)):
+    if first is None or (first.dtype == state[0].dtype and first.device == state[0].device):
+        return  # usually settled by the first tensor of the state: the checks below look at them all
+    if any(first.dtype == x.dtype for x in state) and any(first.device == x.device for x in state):
         return
     wanted: dict[str, set[Any]] = {"dtype": {x.dtype for x in state}, "device": {x.device for x in state}}
     shared = {"dtype": False, "device": False}

@@ -139,7 +139,7 @@ def remembered(field: Field, y0: State, t: Sequence[float] | Tensor, arguments: 
         plans = _PLANS.get(field) if key is not None else None
     except TypeError:  # a field that cannot be weakly referenced (a builtin function): settled every time
         plans, key = None, None
-    plan = plans.get(key) if plans is not None else None
+    plan = plans.get(key) if plans is not None and key is not None else None
     if plan is not None:
         return plan
     plan = settle(field, y0, t, arguments)
