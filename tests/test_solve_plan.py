@@ -130,6 +130,15 @@ def test_what_changes_between_calls_is_checked_on_every_call(device):
         solve(field, y0, [0.0, 1.0], method="euler", steps=2)
 
 
+def test_the_grid_follows_the_fields_jump_times_on_every_call(device):
+    stack = WeightSharedField([Decay().to(device), Decay().to(device)], depth=2)
+    y0 = torch.ones(3, device=device)
+    assert solve(stack, y0, [0.0, 2.0], method="euler", steps=1).stats.n_accepted == 2  # a grid point on the jump 1
+    stack.depth = 4.0  # the same configuration, but the jump moves to 2, the end of the span
+    solution = solve(stack, y0, [0.0, 2.0], method="euler", steps=1)
+    assert solution.stats.n_accepted == 1 and len(_plans(stack)) == 1
+
+
 def test_the_domain_warning_and_the_rtol_warning_come_on_every_call(device):
     stack = WeightSharedField([transformer_field(dim=8, device=device) for _ in range(2)], depth=2)
     x = tokens(n=4, dim=8, device=device)

@@ -148,7 +148,7 @@ def declared(field: object, name: str) -> list[tuple[object, Any]]:
     if edits != _TREE_EDITS[0]:
         modules = [weakref.ref(module) for module in _walk(field, name)]
         found[name] = (_TREE_EDITS[0], modules)
-    return [(module, getattr(module, name)) for module in (ref() for ref in modules) if module is not None]
+    return [(module, getattr(module, name)) for ref in modules if (module := ref()) is not None]
 
 
 def _walk(root: nn.Module, name: str) -> Iterator[nn.Module]:
