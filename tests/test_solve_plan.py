@@ -3,6 +3,7 @@ every call; a compiled march reports finiteness from its own graph (``numerics/_
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import pytest
@@ -57,6 +58,51 @@ def test_a_second_call_of_one_configuration_reuses_its_plan_and_any_change_settl
     assert len(_plans(field)) == 5
 
 
+_EULER = dict(method="euler", steps=2)
+_DOPRI5 = dict(method="dopri5", backend="torchdiffeq")
+
+
+@pytest.mark.parametrize(
+    "first, then, message",
+    [
+        (_EULER, dict(_EULER, steps=2.0), "steps must be a positive integer, got 2.0"),
+        (_EULER, dict(_EULER, dense=0), "dense must be True or False, got 0"),
+        (_EULER, dict(_EULER, compile=0), "compile must be True, False or a dict of torch.compile options, got 0"),
+        (
+            dict(_DOPRI5, options={"first_step": 1}),
+            dict(_DOPRI5, options={"first_step": True}),  # in a dict too
+            r"options\['first_step'\] must be a positive finite number, got True",
+        ),
+    ],
+)
+def test_an_argument_equal_to_a_remembered_one_but_of_another_type_is_checked_anew(device, first, then, message):
+    field, y0 = Decay().to(device), torch.ones(3, device=device)
+    solve(field, y0, [0.0, 1.0], **first)
+    with pytest.raises(SolverConfigError, match=message):
+        solve(field, y0, [0.0, 1.0], **then)  # 2.0 == 2 and 0 == False: equal keys, were it not for their types
+
+
+def test_the_settings_a_backend_gets_are_shared_by_the_calls_of_a_configuration_and_read_only(device):
+    field, y0 = Decay().to(device), torch.ones(3, device=device)
+    seen = []
+    builtin = get_backend("builtin")
+
+    def spy(field, y0, times, settings, stats):
+        seen.append(settings)
+        return builtin.solve(field, y0, times, settings, stats)
+
+    register_backend(dataclasses.replace(builtin, solve=spy), replace=True)
+    try:
+        for _ in range(2):
+            solution = solve(field, y0, [0.0, 1.0], method="euler", steps=2)
+    finally:
+        register_backend(builtin, replace=True)
+    assert seen[0] is seen[1] and seen[0].trajectory is None
+    with pytest.raises(TypeError):
+        seen[0].options["first_step"] = 0.1  # type: ignore[index]
+    assert solution.ts.dtype == torch.float64 and solution.ts.tolist() == [0.0, 1.0]
+
+
 def test_unplain_arguments_are_settled_every_time(device):
     field, y0 = Decay().to(device), torch.ones(3, device=device)
     solve(field, y0, torch.tensor([0.0, 1.0]), method="euler", steps=2)  # tensor times
@@ -82,6 +128,15 @@ def test_what_changes_between_calls_is_checked_on_every_call(device):
     field.callback_step = lambda t0, y0, dt: None  # a torchdiffeq callback the built-in backend would never call
     with pytest.raises(SolverConfigError, match="torchdiffeq's step callbacks"):
         solve(field, y0, [0.0, 1.0], method="euler", steps=2)
+
+
+def test_the_grid_follows_the_fields_jump_times_on_every_call(device):
+    stack = WeightSharedField([Decay().to(device), Decay().to(device)], depth=2)
+    y0 = torch.ones(3, device=device)
+    assert solve(stack, y0, [0.0, 2.0], method="euler", steps=1).stats.n_accepted == 2  # a grid point on the jump 1
+    stack.depth = 4.0  # the same configuration, but the jump moves to 2, the end of the span
+    solution = solve(stack, y0, [0.0, 2.0], method="euler", steps=1)
+    assert solution.stats.n_accepted == 1 and len(_plans(stack)) == 1
 
 
 def test_the_domain_warning_and_the_rtol_warning_come_on_every_call(device):

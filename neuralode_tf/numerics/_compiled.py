@@ -70,14 +70,15 @@ def compiled(
     cache = _COMPILED.get(field)
     if cache is None:
         cache = _COMPILED[field] = {}
-    if key not in cache:
+    march = cache.get(key)
+    if march is None:
         defaults = COMPILE_OPTIONS if device == "cpu" else {}
         if checkpoint and not _CPP_WRAPPER_CHECKPOINTS:
             defaults = {k: v for k, v in defaults.items() if k != "cpp_wrapper"}
         options = {**defaults, **(compile if isinstance(compile, dict) else {})}
         _hashable(options)
-        cache[key] = torch.compile(own_code(_checked(make_march())), options=options)
-    return cache[key]
+        march = cache[key] = torch.compile(own_code(_checked(make_march())), options=options)
+    return march
 
 
 def _checked(march: March) -> Callable[[Field, State], tuple[list[State], Tensor]]:

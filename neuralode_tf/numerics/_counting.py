@@ -21,10 +21,19 @@ accepted or rejected (torchdiffeq also looks for each name with ``_adjoint`` app
 
 
 _CALLBACK_NAMES = (*CALLBACKS, *(name + "_adjoint" for name in CALLBACKS))
+_CALLBACK_SET = frozenset(_CALLBACK_NAMES)
+_CLASS_DEFINES: dict[type, bool] = {}
+"""Whether a module class has an attribute of one of :data:`_CALLBACK_NAMES` (``solve`` asks on every call)."""
 
 
 def defined_callbacks(field: object) -> list[str]:
     """The names of torchdiffeq's step callbacks (and their ``*_adjoint`` versions) that ``field`` defines."""
+    if isinstance(field, nn.Module) and _CALLBACK_SET.isdisjoint(field.__dict__):
+        on_class = _CLASS_DEFINES.get(type(field))
+        if on_class is None:
+            on_class = _CLASS_DEFINES[type(field)] = any(hasattr(type(field), name) for name in _CALLBACK_NAMES)
+        if not on_class:
+            return []  # none on the instance or its class, where attribute() looks on a module
     return [name for name in _CALLBACK_NAMES if callable(attribute(field, name))]
 
 

@@ -92,7 +92,9 @@ def check_field_matches_state(field: object, y0: State) -> None:
     if torch.is_autocast_enabled(state[0].device.type):
         return
     first = _first_floating(field)
-    if first is None or (any(first.dtype == x.dtype for x in state) and any(first.device == x.device for x in state)):
+    if first is None or (first.dtype == state[0].dtype and first.device == state[0].device):
+        return  # usually settled by the first tensor of the state: the checks below look at them all
+    if any(first.dtype == x.dtype for x in state) and any(first.device == x.device for x in state):
         return
     wanted: dict[str, set[Any]] = {"dtype": {x.dtype for x in state}, "device": {x.device for x in state}}
     shared = {"dtype": False, "device": False}
@@ -159,7 +161,7 @@ def declared(field: object, name: str) -> list[tuple[object, Any]]:
     if edits != _TREE_EDITS[0]:
         modules = [weakref.ref(module) for module in _walk(field, name)]
         found[name] = (_TREE_EDITS[0], modules)
-    return [(module, getattr(module, name)) for module in (ref() for ref in modules) if module is not None]
+    return [(module, getattr(module, name)) for ref in modules if (module := ref()) is not None]
 
 
 def _walk(root: nn.Module, name: str) -> Iterator[nn.Module]:

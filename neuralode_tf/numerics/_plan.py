@@ -4,8 +4,9 @@ Checking every argument (the times, the method, the backend that runs it, the to
 solve of a small field a few percent of its time when done on every call. :func:`settle` does it and returns a
 :class:`Plan`; :func:`remembered` gives the plan of an earlier call with the same configuration:
 
-* the same field (the same object), the same arguments, each a plain value (``None``, a bool, a number, a string,
-  or a dict or tuple of them; anything else is settled afresh), and ``t`` a list or tuple of Python numbers;
+* the same field (the same object), the same arguments of the same types (``steps=2.0`` is refused where ``steps=2``
+  is not), each a plain value (``None``, a bool, a number, a string, or a dict or tuple of them; anything else is
+  settled afresh), and ``t`` a list or tuple of Python numbers;
 * ``y0`` with the same structure, shapes, dtypes, devices and ``requires_grad``;
 * the same autocast state and grad mode, no backend, tableau or splitting scheme registered since
   (:func:`~neuralode_tf.numerics._registry.registry_edits`), and no submodule registered in the field's tree
@@ -18,6 +19,7 @@ through a method outside autograd.
 
 from __future__ import annotations
 
+import types
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,7 +32,7 @@ from .._typing import Field, State
 from . import _feature_checks, _validate
 from ._compiled import check_compile
 from ._field_checks import check_field_matches_state, tree_edits, watch
-from ._registry import Backend, get_backend, registry_edits
+from ._registry import Backend, Settings, get_backend, registry_edits
 from ._resolve import resolve_backend
 from ._time_gradients import wants_time_gradients
 
@@ -45,26 +47,22 @@ class Plan:
         backend: The backend that runs it.
         times: The requested times, as floats (the first sample's with per-sample times).
         sample_times: Each sample's times (a 2-D ``t``), or ``None``.
-        per_sample, checkpoints, options: As the backend takes them.
         fixed: Whether the method steps on a fixed grid.
         step: The largest step of a fixed grid, ``None`` for an adaptive method.
-        rtol, atol: The tolerances, defaults filled in and ``rtol`` raised to the 16-bit floor.
         rtol_warning: What to warn when a given ``rtol`` was raised, or ``None``.
         time_gradients: ``t`` is a tensor that requires grad.
+        settings: What the backend is asked to do, without a ``trajectory`` (``solve`` adds one for dense output and
+            events); shared by the calls of the configuration, so its ``options`` are read-only.
     """
 
     backend: Backend
     times: tuple[float, ...]
     sample_times: list[list[float]] | None
-    per_sample: bool
-    checkpoints: int | None
-    options: dict[str, Any]
     fixed: bool
     step: float | None
-    rtol: float
-    atol: float
     rtol_warning: str | None
     time_gradients: bool
+    settings: Settings
 
 
 def settle(field: Field, y0: State, t: Sequence[float] | Tensor, arguments: dict[str, Any]) -> Plan:
@@ -100,19 +98,31 @@ def settle(field: Field, y0: State, t: Sequence[float] | Tensor, arguments: dict
     step = _validate.step_size(method, fixed, times, a["step_size"], a["steps"])
     rtol, atol, rtol_warning = _validate.tolerances(method, chosen, fixed, a["rtol"], a["atol"], y0)
     options = _validate.first_step(method, chosen, a["dt0"], a["options"])
+    settings = Settings(
+        method=method,
+        step_size=step,
+        substep=a["substep"],
+        rtol=rtol,
+        atol=atol,
+        gradient=gradient,
+        checkpoints=checkpoints,
+        seminorm=a["seminorm"],
+        per_sample=per_sample,
+        max_steps=a["max_steps"],
+        dt0=a["dt0"],
+        options=types.MappingProxyType(options),
+        compile=compile,
+        sample_times=sample_times,
+    )
     return Plan(
         backend=chosen,
         times=tuple(times),
         sample_times=sample_times,
-        per_sample=per_sample,
-        checkpoints=checkpoints,
-        options=options,
         fixed=fixed,
         step=step,
-        rtol=rtol,
-        atol=atol,
         rtol_warning=rtol_warning,
         time_gradients=time_gradients,
+        settings=settings,
     )
 
 
@@ -129,8 +139,9 @@ def remembered(field: Field, y0: State, t: Sequence[float] | Tensor, arguments: 
         plans = _PLANS.get(field) if key is not None else None
     except TypeError:  # a field that cannot be weakly referenced (a builtin function): settled every time
         plans, key = None, None
-    if plans is not None and key in plans:
-        return plans[key]
+    plan = plans.get(key) if plans is not None and key is not None else None
+    if plan is not None:
+        return plan
     plan = settle(field, y0, t, arguments)
     if key is not None:
         watch(field)
@@ -141,18 +152,19 @@ def remembered(field: Field, y0: State, t: Sequence[float] | Tensor, arguments: 
     return plan
 
 
-_PLAIN = (type(None), bool, int, float, str)
+_PLAIN = frozenset({type(None), bool, int, float, str})
 
 
 def _frozen(value: object) -> object:
-    """``value`` as a hashable key if it is plain (:data:`_PLAIN`, or a tuple or string-keyed dict of plain
-    values); raises ``TypeError`` otherwise."""
+    """``value`` with its type, as a hashable key, if it is plain (:data:`_PLAIN`, or a tuple or string-keyed dict of
+    plain values); raises ``TypeError`` otherwise. Types are kept because equal values of other types (``1``, ``1.0``
+    and ``True``) are not the same argument to a check."""
     if type(value) in _PLAIN:
-        return value
+        return type(value), value
     if type(value) is tuple:
-        return tuple(map(_frozen, value))
+        return tuple, tuple(map(_frozen, value))
     if type(value) is dict and all(type(k) is str for k in value):
-        return ("dict", tuple((k, _frozen(v)) for k, v in sorted(value.items())))
+        return dict, tuple((k, _frozen(v)) for k, v in sorted(value.items()))
     raise TypeError("not a plain value")
 
 
@@ -161,7 +173,7 @@ def _configuration(y0: State, t: object, arguments: dict[str, Any]) -> tuple | N
     if type(t) not in (list, tuple):
         return None
     times: tuple = tuple(t)  # type: ignore[arg-type]
-    if not all(type(x) in _NUMBERS for x in times):
+    if not _NUMBERS.issuperset(map(type, times)):
         return None
     state: tuple
     if isinstance(y0, Tensor):
@@ -170,12 +182,15 @@ def _configuration(y0: State, t: object, arguments: dict[str, Any]) -> tuple | N
         device, state = y0[0].device, tuple((x.shape, x.dtype, x.device, x.requires_grad) for x in y0)
     else:
         return None
-    try:
-        frozen = tuple(value if type(value) in _PLAIN else _frozen(value) for value in arguments.values())
-    except TypeError:
-        return None
+    values: tuple = tuple(arguments.values())
+    kinds = tuple(map(type, values))
+    if not _PLAIN.issuperset(kinds):
+        try:
+            values = tuple(map(_frozen, values))
+        except TypeError:
+            return None
     autocast = torch.is_autocast_enabled(device.type) and torch.get_autocast_dtype(device.type)
-    return (times, device, state, autocast, torch.is_grad_enabled(), registry_edits(), tree_edits(), frozen)
+    return (times, device, state, autocast, torch.is_grad_enabled(), registry_edits(), tree_edits(), kinds, values)
 
 
-_NUMBERS = (int, float)
+_NUMBERS = frozenset({int, float})

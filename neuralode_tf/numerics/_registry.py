@@ -59,7 +59,7 @@ class Settings:
         seminorm: With ``gradient="adjoint"`` (backends declaring ``seminorm``).
         dt0: The first step of a method in ``takes_dt0``, or ``None``.
         per_sample: Per-sample step sizes (as given; False where not offered).
-        options: The library's own options (``{}`` unless the backend passes ``options``).
+        options: The library's own options (empty unless the backend passes ``options``), read-only.
         compile: ``False``, ``True`` or a dict of :func:`torch.compile` options (only where offered).
         trajectory: Where a backend that offers ``dense`` records its nodes (``Trajectory.add``; it stops stepping
             once that returns True, an event's sign change), or ``None`` when not asked for.
@@ -78,7 +78,7 @@ class Settings:
     per_sample: bool
     max_steps: int
     dt0: float | None
-    options: dict[str, Any]
+    options: Mapping[str, Any]
     compile: bool | dict[str, Any]
     trajectory: Trajectory | None = None
     sample_times: list[list[float]] | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
@@ -16,7 +17,6 @@ from . import _feature_checks, _validate
 from ._field_checks import check_field, check_field_matches_state, warn_outside_domain
 from ._nonfinite import raise_if_nonfinite
 from ._plan import remembered
-from ._registry import Settings
 from ._state import surely_finite, tree_map, unstack
 from ._time_gradients import shifted_outputs, shifted_start
 from .causality import _warn_if_causal
@@ -216,23 +216,7 @@ def solve(
     if time_gradients:
         y0 = shifted_start(field, y0, t[0], stats)  # type: ignore[arg-type]
     trajectory = Trajectory(field, jump_times_of(field), stats, event) if dense or event else None
-    settings = Settings(
-        method=method,
-        step_size=plan.step,
-        substep=substep,
-        rtol=plan.rtol,
-        atol=plan.atol,
-        gradient=how,
-        checkpoints=plan.checkpoints,
-        seminorm=seminorm,
-        per_sample=plan.per_sample,
-        max_steps=max_steps,
-        dt0=dt0,
-        options=dict(plan.options),
-        compile=compile,
-        trajectory=trajectory,
-        sample_times=sample_times,
-    )
+    settings = plan.settings if trajectory is None else dataclasses.replace(plan.settings, trajectory=trajectory)
     try:
         ys = chosen.solve(field, y0, times, settings, stats)
     except SolveError as err:
@@ -243,14 +227,15 @@ def solve(
     if not surely_finite(ys if isinstance(ys, list) else [ys]):
         raise_if_nonfinite(chosen, field, y0, times, settings, stats, None)
         raise NonFiniteStateError("NaN or Inf appeared in the solution, but a replay of the solve could not locate it")
-    ts = torch.tensor(sample_times or times, dtype=torch.float64)
+    ts: Tensor | list = sample_times or times  # a tensor on first access (Solution.ts)
     event_t = None
     if trajectory is not None:
         if not trajectory.fired:
             trajectory.add(times[-1], ys[-1] if isinstance(ys, list) else tree_map(lambda y: y[-1], ys))
         if event is not None and trajectory.fired:
             event_t, y_event = locate_event(trajectory, event, refine=plan.step is None)
-            ys, ts = [y0, y_event], torch.stack([ts[0], event_t.detach().double()])
+            start = torch.tensor(times[0], dtype=torch.float64)
+            ys, ts = [y0, y_event], torch.stack([start, event_t.detach().double()])
     if time_gradients:
         ys = shifted_outputs(field, ys if isinstance(ys, list) else list(unstack(ys)), t, stats)  # type: ignore[arg-type]
     return Solution(ts=ts, ys=ys, stats=stats, trajectory=trajectory if dense else None, event_t=event_t)

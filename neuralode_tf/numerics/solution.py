@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import torch
 from torch import Tensor
 
 from ._state import State, stack, tree_map
@@ -50,7 +51,8 @@ class Solution:
     """The result of a solve.
 
     Attributes:
-        ts: The requested times, a 1-D tensor.
+        ts: The requested times, a 1-D float64 tensor (2-D for per-sample times), made on first access when given
+            as floats.
         ys: The state at every requested time, stacked along a new leading dimension (for a tuple
             state, a tuple of such stacks). The built-in integrators stack on first access, so a
             caller that only reads :attr:`y1` pays for no copy.
@@ -61,14 +63,14 @@ class Solution:
 
     def __init__(
         self,
-        ts: Tensor,
+        ts: Tensor | Sequence[float] | Sequence[Sequence[float]],
         ys: State | list[State],
         stats: Stats | None = None,
         *,
         trajectory: Trajectory | None = None,
         event_t: Tensor | None = None,
     ):
-        self.ts = ts
+        self._ts = ts
         self.stats = stats if stats is not None else Stats()
         self._ys = ys
         self._trajectory = trajectory
@@ -88,6 +90,13 @@ class Solution:
         if self._trajectory is None:
             raise SolverConfigError("this solve kept no dense output: pass dense=True to solve to evaluate it at any t")
         return self._trajectory.evaluate(t)
+
+    @property
+    def ts(self) -> Tensor:
+        """The requested times (see the class's docstring)."""
+        if not isinstance(self._ts, Tensor):
+            self._ts = torch.tensor(self._ts, dtype=torch.float64)
+        return self._ts
 
     @property
     def ys(self) -> State:

@@ -15,6 +15,8 @@ autocast the field's output is cast to the state's dtype
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from ..._typing import Field, State
@@ -40,13 +42,13 @@ def solve_builtin(field: Field, y0: State, times: list[float], settings: Setting
     method, substep, checkpoints = settings.method, settings.substep, settings.checkpoints
     scheme = method if method in SPLITTING_SCHEMES else None
     tableau = TABLEAUS[substep or "euler"] if scheme else TABLEAUS[method]
-    grid = fixed_grid(times, settings.grid_step, jump_times_of(field))
-    n_steps = n_grid_steps(grid)
     n_parts = len(field.parts) if scheme else 1  # type: ignore[attr-defined]
+    jumps = tuple(jump_times_of(field))
+    grid, n_steps, per_step = _layout(tuple(times), settings.grid_step, jumps, scheme, tableau, n_parts)
     stats.n_accepted = n_steps
-    stats.nfe = n_steps * nfe_per_step(scheme, tableau, n_parts)
+    stats.nfe = n_steps * per_step
     if settings.trajectory is not None:
-        return _march_recorded(field, y0, grid, scheme, tableau, settings.trajectory, stats, stats.nfe // n_steps)
+        return _march_recorded(field, y0, grid, scheme, tableau, settings.trajectory, stats, per_step)
     check_checkpoint_depth(checkpoints, n_steps)
     # A budget of N states or more keeps every step's activations: that is backprop.
     checkpoint = settings.gradient == "checkpoint" and (checkpoints is None or checkpoints < n_steps)
@@ -68,6 +70,21 @@ def solve_builtin(field: Field, y0: State, times: list[float], settings: Setting
     if recomputed is not None:
         recomputed.armed[0] = True  # from here on, evaluations are checkpointing's recomputations
     return out
+
+
+@functools.lru_cache(maxsize=256)
+def _layout(
+    times: tuple[float, ...],
+    step: float,
+    jumps: tuple[float, ...],
+    scheme: str | None,
+    tableau: ButcherTableau,
+    n_parts: int,
+) -> tuple[Grid, int, int]:
+    """The grid, its number of steps and the evaluations per step (``solve`` asks on every call, with the same
+    arguments for every call of a configuration)."""
+    grid = fixed_grid(list(times), step, jumps)
+    return grid, n_grid_steps(grid), nfe_per_step(scheme, tableau, n_parts)
 
 
 def _march_recorded(
