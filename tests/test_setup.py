@@ -118,3 +118,16 @@ def test_task_and_build_task_are_deprecated_names_of_setup_and_build_setup():
     assert "Task" not in neuralode_tf.train.__all__ and "Task" not in dir(neuralode_tf.train)
     with pytest.raises(AttributeError, match="has no attribute 'Tusk'"):
         _ = neuralode_tf.train.Tusk
+
+
+@pytest.mark.cpu_only("command-line usage on the CPU")
+def test_the_command_line_reports_a_model_that_cannot_take_its_data_as_a_usage_error(
+    wrong_keyword_preset, tmp_path, capsys
+):
+    from neuralode_tf.train.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["train", wrong_keyword_preset, "--out-dir", str(tmp_path / "run"), "--set", "max_steps=1"])
+    assert exit_.value.code == 2
+    assert "_WrongKeyword.forward(x) does not take the keyword 'images'" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()

@@ -44,6 +44,7 @@ from .compare import compare_variants, markdown_table, step_sweep
 from .config import RENAMED_PRESETS, ConfigError, TrainConfig, apply_overrides, load_config
 from .loop import train
 from .presets import PRESETS, VARIANTS
+from .setup import ModelInputError
 
 __all__ = ["main"]
 
@@ -99,7 +100,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         if args.command == "demo":
             return demo.run(args)
         return _compare(args) if args.command == "compare" else _train(args, parser)
-    except ConfigError as error:
+    except (ConfigError, ModelInputError) as error:  # a model that cannot take the data asked for: a usage error
         parser.error(str(error))
     except (RunFolderError, CheckpointError) as error:
         print(f"neuralode-tf {args.command}: error: {error}", file=sys.stderr)
