@@ -94,7 +94,7 @@ def test_gradients_is_the_tuple_of_gradient_methods_and_gradient_modes_its_old_n
     assert GRADIENTS == ("backprop", "checkpoint", "adjoint")
     assert all(set(get_backend(name).gradients) <= set(GRADIENTS) for name in numerics.BACKENDS)
     assert "GRADIENT_MODES" not in numerics.__all__ and "GRADIENT_MODES" not in dir(numerics)
-    with pytest.warns(DeprecationWarning, match="GRADIENT_MODES is deprecated: use GRADIENTS"):
+    with pytest.warns(DeprecationWarning, match="name 'GRADIENT_MODES' is now called 'GRADIENTS'"):
         assert numerics.GRADIENT_MODES == GRADIENTS
     with pytest.raises(AttributeError, match="has no attribute 'GRADIENT_MODE'"):
         numerics.GRADIENT_MODE  # noqa: B018
@@ -105,5 +105,5 @@ def test_gradients_is_the_tuple_of_gradient_methods_and_gradient_modes_its_old_n
 def test_settings_adjoint_is_the_deprecated_name_of_gradient():
     values = {f.name: None for f in dataclasses.fields(Settings)}
     settings = Settings(**{**values, "method": "euler", "gradient": "checkpoint"})
-    with pytest.warns(DeprecationWarning, match="use Settings.gradient"):
+    with pytest.warns(DeprecationWarning, match="Settings attribute .adjoint. is now called .gradient."):
         assert settings.adjoint == "checkpoint"

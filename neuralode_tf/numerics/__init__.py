@@ -10,9 +10,9 @@ that takes a field, times or a checkpoint budget before it has a state to solve 
 :class:`~neuralode_tf.ContinuousDepth` does when built): it refuses them then, with ``solve``'s messages.
 """
 
-import warnings
 from typing import Any
 
+from .._renamed import renamed
 from . import backends
 from ._compiled import COMPILE_OPTIONS
 from ._field_checks import check_field
@@ -89,7 +89,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     """``GRADIENT_MODES``, the deprecated old name of :data:`GRADIENTS`, with a ``DeprecationWarning``."""
     if name == "GRADIENT_MODES":
-        warnings.warn("GRADIENT_MODES is deprecated: use GRADIENTS", DeprecationWarning, stacklevel=2)
+        renamed(f"{__name__} name", name, {"GRADIENT_MODES": "GRADIENTS"})
         return GRADIENTS
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

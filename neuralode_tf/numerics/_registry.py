@@ -11,11 +11,11 @@ three).
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .._renamed import renamed
 from .._typing import Field, State
 from .errors import SolverConfigError
 from .solution import Stats
@@ -93,7 +93,7 @@ class Settings:
     @property
     def adjoint(self) -> str:
         """Deprecated name of :attr:`gradient`."""
-        warnings.warn("Settings.adjoint is deprecated: use Settings.gradient", DeprecationWarning, stacklevel=2)
+        renamed("Settings attribute", "adjoint", {"adjoint": "gradient"})
         return self.gradient
 
 
