@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
-from typing import TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
-__all__ = ["renamed", "renamed_keyword", "RenamedKeys"]
+__all__ = ["renamed", "renamed_keyword", "renamed_names", "RenamedKeys"]
 
 V = TypeVar("V")
 
@@ -48,14 +48,29 @@ def renamed_keyword(new: str, value: V | None, old: str, old_value: V | None, *,
     return old_value
 
 
+def renamed_names(module: str, renames: Mapping[str, str], namespace: Mapping[str, Any]) -> Callable[[str], Any]:
+    """A module's ``__getattr__`` that reads each former name of ``renames`` as its new name in ``namespace`` (the
+    module's ``globals()``), with a :class:`DeprecationWarning` pointing at the line that read it."""
+
+    def __getattr__(name: str) -> Any:
+        if name in renames:
+            return namespace[renamed(f"{module} name", name, renames)]
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return __getattr__
+
+
 class RenamedKeys(dict[str, V]):
     """A dict in which an old key still reads the entry of its new name, with a :class:`DeprecationWarning`.
 
-    Only ``d[old]`` is redirected; ``old in d``, iteration and ``d.get(old)`` see the current names alone."""
+    ``d[old]`` and ``d.get(old)`` are redirected; ``old in d`` and iteration see the current names alone."""
 
     def __init__(self, kind: str, renames: Mapping[str, str], entries: Mapping[str, V] | None = None) -> None:
         super().__init__(entries or {})
         self.kind, self.renames = kind, renames
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self or key in self.renames else default
 
     def __missing__(self, key: str) -> V:
         if key not in self.renames:

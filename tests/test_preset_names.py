@@ -86,6 +86,9 @@ def test_former_preset_names_run_their_preset_with_a_deprecation_warning():
     with pytest.warns(DeprecationWarning):
         assert VARIANTS["ot_mnist_vit"] is VARIANTS["ot_mnist_digits"]
     with pytest.warns(DeprecationWarning):
+        assert PRESETS.get("ot_mnist_vit") is PRESETS["ot_mnist_digits"]  # not None: the name is still accepted
+    assert PRESETS.get("no_such_preset") is None
+    with pytest.warns(DeprecationWarning):
         assert OT_VARIANTS["ot_mnist_vit"] is OT_VARIANTS["ot_mnist_digits"]
     assert "ot_mnist_vit" not in PRESETS and "ot_mnist_vit" not in list(VARIANTS)  # listings show the new names
     with pytest.raises(KeyError):

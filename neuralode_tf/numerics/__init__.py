@@ -10,9 +10,7 @@ that takes a field, times or a checkpoint budget before it has a state to solve 
 :class:`~neuralode_tf.ContinuousDepth` does when built): it refuses them then, with ``solve``'s messages.
 """
 
-from typing import Any
-
-from .._renamed import renamed
+from .._renamed import renamed_names
 from . import backends
 from ._compiled import COMPILE_OPTIONS
 from ._field_checks import check_field
@@ -85,13 +83,8 @@ __all__ = [
     "is_causal",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    """``GRADIENT_MODES``, the deprecated old name of :data:`GRADIENTS`, with a ``DeprecationWarning``."""
-    if name == "GRADIENT_MODES":
-        renamed(f"{__name__} name", name, {"GRADIENT_MODES": "GRADIENTS"})
-        return GRADIENTS
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = renamed_names(__name__, {"GRADIENT_MODES": "GRADIENTS"}, globals())
+"""``GRADIENT_MODES``, the deprecated old name of :data:`GRADIENTS`, with a ``DeprecationWarning``."""
 
 
 def __dir__() -> list[str]:

@@ -8,9 +8,7 @@ A preset's run from Python is its run from the command line (``neuralode-tf trai
     print(result["test_accuracy"])
 """
 
-from typing import Any
-
-from .._renamed import renamed
+from .._renamed import renamed_names
 from ._checkpoint import CheckpointError, RunFolderError, load_checkpoint
 from ._signals import TrainingInterrupted
 from ._validate import ScheduleWarning
@@ -59,12 +57,8 @@ _RENAMED = {"Task": "Setup", "build_task": "build_setup"}
 """Names deprecated in 0.1.0, removed in the next release: old name -> new name. "Task" now means only the problem a
 dataset poses (GLUE's tasks, the seq2seq toy tasks)."""
 
-
-def __getattr__(name: str) -> Any:
-    """The deprecated names of :data:`_RENAMED`, with a :class:`DeprecationWarning` naming the new one."""
-    if name in _RENAMED:
-        return globals()[renamed("neuralode_tf.train name", name, _RENAMED)]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = renamed_names(__name__, _RENAMED, globals())
+"""The deprecated names of :data:`_RENAMED`, with a :class:`DeprecationWarning` naming the new one."""
 
 
 def __dir__() -> list[str]:

@@ -97,7 +97,7 @@ which other methods and adjoints integrate; with ``alpha = beta = 0`` it is the 
 (``tests/test_ea_bert.py``).
 """
 
-from ...._renamed import renamed
+from ...._renamed import renamed_names
 from ._attention import AttentionMasks, TransformersAttention
 from ._family import Family
 from ._model import ContinuousTransformersModel
@@ -119,13 +119,8 @@ __all__ = [
     "EvolvingTransformersStack",
 ]
 
-
-def __getattr__(name: str) -> object:
-    """``TASKS``, the former name of :data:`HEADS`, with a :class:`DeprecationWarning` (until the next release)."""
-    if name == "TASKS":
-        renamed(f"{__name__} name", name, {"TASKS": "HEADS"})
-        return HEADS
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = renamed_names(__name__, {"TASKS": "HEADS"}, globals())
+"""``TASKS``, the former name of :data:`HEADS`, with a :class:`DeprecationWarning` (until the next release)."""
 
 
 def __dir__() -> list[str]:
